@@ -1,0 +1,84 @@
+"""Settings of the weft-django example project.
+
+``DATABASE_URL`` selects the database (default: a SQLite file beside this
+project, the embedded default). ``WEFT_TEST_TIMINGS=1`` shortens the claim
+timings for the process tests (TTL 3 s, renew 1 s: SPEC §8).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from project.dburl import parse_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "weft-example-not-secret")
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "weft_django",
+    "project.demo",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+WSGI_APPLICATION = "project.wsgi.application"
+
+DATABASES = {
+    "default": parse_database_url(
+        os.environ.get("DATABASE_URL", "sqlite:///weft.sqlite3"), BASE_DIR
+    )
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+TIME_ZONE = "UTC"
+STATIC_URL = "static/"
+
+WEFT: dict[str, object] = {}
+if os.environ.get("WEFT_TEST_TIMINGS") == "1":
+    WEFT.update({"CLAIM_TTL": 3, "CLAIM_RENEW_INTERVAL": 1, "LEASE_TTL": 3,
+                 "LEASE_RENEW_INTERVAL": 1})
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "weft_django": {"handlers": ["console"], "level": os.environ.get("WEFT_LOG_LEVEL", "WARNING")},
+    },
+}

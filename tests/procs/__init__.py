@@ -1,0 +1,1 @@
+"""Child programs that tests start as real OS processes (``python -m tests.procs.X``)."""

@@ -1,0 +1,83 @@
+"""Shared helpers for the tests: a manual clock and a minimal OwnershipHost."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+
+from weft_django.conf import OwnershipMode, WeftSettings, get_settings
+from weft_django.ownership.lease import GlobalLeaseManager
+from weft_django.ownership.metrics import ClaimMetrics
+from weft_django.ownership.registry import ClaimRegistry
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ManualClock:
+    """An integer-ms clock that only moves when told to."""
+
+    def __init__(self, start: int = 1_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> int:
+        self.now += ms
+        return self.now
+
+
+@dataclass
+class StaticHost:
+    """Just enough of an engine for the ownership package."""
+
+    engine_id: str
+    clock: ManualClock
+    ownership: OwnershipMode = "workflow-lease"
+    settings: WeftSettings = field(default_factory=get_settings)
+    metrics: ClaimMetrics = field(default_factory=ClaimMetrics)
+    registry: ClaimRegistry | None = None
+    lease: GlobalLeaseManager | None = None
+    uses_injected_clock: bool = True
+
+    def __post_init__(self) -> None:
+        if self.ownership == "workflow-lease" and self.registry is None:
+            self.registry = ClaimRegistry(
+                engine_id=self.engine_id,
+                clock=self.clock,
+                claim_ttl_ms=self.settings.claim_ttl_ms,
+                claim_renew_interval_ms=self.settings.claim_renew_interval_ms,
+                using=self.settings.database,
+                metrics=self.metrics,
+            )
+
+    def now_ms(self) -> int:
+        return self.clock()
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a child process that must use the *test* database."""
+    env = dict(os.environ)
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        env["DATABASE_URL"] = f"sqlite:///{Path(settings['NAME']).resolve()}"
+    else:
+        env["DATABASE_URL"] = (
+            f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+        )
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env.update(extra)
+    return env
+
+
+def python() -> str:
+    return sys.executable
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    return dict(vars(obj))

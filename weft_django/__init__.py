@@ -1,0 +1,37 @@
+"""weft-django: durable workflows with fenced per-workflow ownership.
+
+The public names are loaded lazily (module ``__getattr__``) so that importing
+the package never touches models before the app registry is ready.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "workflow": ("weft_django.engine.definitions", "workflow"),
+    "activity": ("weft_django.engine.definitions", "activity"),
+    "client": ("weft_django.engine.client", None),
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from weft_django.engine import client as client
+    from weft_django.engine.definitions import activity as activity
+    from weft_django.engine.definitions import workflow as workflow
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'weft_django' has no attribute {name!r}") from None
+    module = import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+__all__ = ["__version__", "activity", "client", "workflow"]

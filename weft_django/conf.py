@@ -1,0 +1,329 @@
+"""One ``WEFT`` settings dict, its defaults and its validation (SPEC §3).
+
+Why one object: every part of weft-django reads the same validated, typed
+view of the settings (durations as integer milliseconds), and that view
+reloads on ``setting_changed`` so ``override_settings`` works in tests.
+Validation never touches the database: it runs from system checks and when
+an engine or client first reads the settings (``ImproperlyConfigured``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal, cast
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+
+#: SPEC §4.4: CLAIM_TTL must be at least this many renew intervals.
+WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER = 3
+
+OwnershipMode = Literal["none", "lease", "workflow-lease"]
+OWNERSHIP_MODES: tuple[OwnershipMode, ...] = ("none", "lease", "workflow-lease")
+BackgroundTasks = Literal["auto", "manual"]
+TransportName = Literal["polling", "celery"]
+
+DURATION_KEYS = (
+    "CLAIM_TTL",
+    "CLAIM_RENEW_INTERVAL",
+    "LEASE_TTL",
+    "LEASE_RENEW_INTERVAL",
+    "LEASE_WAIT_TIMEOUT",
+    "POLL_INTERVAL",
+    "CELERY_ETA_HORIZON",
+)
+
+DEFAULTS: dict[str, Any] = {
+    "OWNERSHIP": "workflow-lease",
+    "CLAIM_TTL": 30,
+    "CLAIM_RENEW_INTERVAL": 5,
+    "LEASE_TTL": 30,
+    "LEASE_RENEW_INTERVAL": 5,
+    "LEASE_WAIT_TIMEOUT": 60,
+    "BACKGROUND_TASKS": "auto",
+    "TRANSPORT": "polling",
+    "POLL_INTERVAL": 0.2,
+    "WORKER_CONCURRENCY": 4,
+    "CELERY_ETA_HORIZON": 60,
+    "MAX_PAYLOAD_BYTES": 256 * 1024,
+    "API_PERMISSION_CLASSES": ("rest_framework.permissions.IsAdminUser",),
+    "RETENTION": None,
+    "DATABASE": "default",
+}
+
+#: One line per key, used by the reference docs and `weft_status`.
+DESCRIPTIONS: dict[str, str] = {
+    "OWNERSHIP": '"none", "lease" or "workflow-lease" (per-workflow fenced claims)',
+    "CLAIM_TTL": "a claim's lifetime after each renewal",
+    "CLAIM_RENEW_INTERVAL": "renewal period; the Celery polling backstop",
+    "LEASE_TTL": 'the store-wide lease\'s lifetime ("lease" mode)',
+    "LEASE_RENEW_INTERVAL": 'the store-wide lease\'s renewal period ("lease" mode)',
+    "LEASE_WAIT_TIMEOUT": "how long a standby engine waits for the lease",
+    "BACKGROUND_TASKS": '"manual": the host drives run_maintenance()',
+    "TRANSPORT": 'set to "celery" by install(app)',
+    "POLL_INTERVAL": "polling period of a standalone engine",
+    "WORKER_CONCURRENCY": "turns an engine drives at once",
+    "CELERY_ETA_HORIZON": "a sleep is handed to Celery only once due within this",
+    "MAX_PAYLOAD_BYTES": "inputs, results, signals, errors",
+    "API_PERMISSION_CLASSES": "DRF permission classes for the API",
+    "RETENTION": "purge terminal runs older than this",
+    "DATABASE": "the alias every weft query uses",
+}
+
+
+@dataclass(frozen=True)
+class SettingsProblem:
+    """One validation finding: a stable system-check id and its message."""
+
+    id: str
+    message: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class WeftSettings:
+    """The validated, typed settings. Durations are integer milliseconds."""
+
+    ownership: OwnershipMode = "workflow-lease"
+    claim_ttl_ms: int = 30_000
+    claim_renew_interval_ms: int = 5_000
+    lease_ttl_ms: int = 30_000
+    lease_renew_interval_ms: int = 5_000
+    lease_wait_timeout_ms: int = 60_000
+    background_tasks: BackgroundTasks = "auto"
+    transport: TransportName = "polling"
+    poll_interval_ms: int = 200
+    worker_concurrency: int = 4
+    celery_eta_horizon_ms: int = 60_000
+    max_payload_bytes: int = 256 * 1024
+    api_permission_classes: tuple[str, ...] = ("rest_framework.permissions.IsAdminUser",)
+    retention_ms: int | None = None
+    database: str = "default"
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def with_overrides(self, **overrides: Any) -> WeftSettings:
+        """A copy with ``Engine(**overrides)`` applied (lower-case §3 keys)."""
+        merged = dict(self.raw)
+        for key, value in overrides.items():
+            upper = key.upper()
+            if upper not in DEFAULTS:
+                raise ImproperlyConfigured(
+                    f"Unknown weft override {key!r}; expected one of "
+                    f"{', '.join(k.lower() for k in DEFAULTS)}"
+                )
+            merged[upper] = value
+        settings, problems = build_settings(merged)
+        if problems:
+            raise ImproperlyConfigured("; ".join(p.message for p in problems))
+        return settings
+
+
+def _fmt_s(ms: int) -> str:
+    return f"{ms / 1000:.1f} s"
+
+
+def duration_ms(key: str, value: object) -> int:
+    """Seconds (int/float) or ``timedelta`` → integer ms; ``ValueError`` names the key."""
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        raise ValueError(
+            f"WEFT[{key!r}] must be a number of seconds or a timedelta, got {value!r}"
+        )
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise ValueError(f"WEFT[{key!r}] must be finite, got {value!r}")
+    ms = round(seconds * 1000)
+    if ms <= 0:
+        raise ValueError(f"WEFT[{key!r}] must be a positive duration, got {value!r}")
+    return ms
+
+
+def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsProblem]]:
+    """Merge ``user`` over DEFAULTS and validate; returns the settings and every problem."""
+    problems: list[SettingsProblem] = []
+    for key in user:
+        if key not in DEFAULTS:
+            problems.append(
+                SettingsProblem(
+                    "weft.E007",
+                    f"WEFT[{key!r}] is not a weft-django setting",
+                    hint="Known keys: " + ", ".join(DEFAULTS),
+                )
+            )
+    merged = {**DEFAULTS, **{k: v for k, v in user.items() if k in DEFAULTS}}
+
+    ownership = merged["OWNERSHIP"]
+    if ownership not in OWNERSHIP_MODES:
+        problems.append(
+            SettingsProblem(
+                "weft.E001",
+                f"WEFT['OWNERSHIP'] is {ownership!r}; it must be one of "
+                '"none", "lease" or "workflow-lease"',
+            )
+        )
+        ownership = DEFAULTS["OWNERSHIP"]
+
+    durations: dict[str, int] = {}
+    for key in DURATION_KEYS:
+        try:
+            durations[key] = duration_ms(key, merged[key])
+        except ValueError as exc:
+            problems.append(SettingsProblem("weft.E002", str(exc)))
+            durations[key] = duration_ms(key, DEFAULTS[key])
+
+    for prefix, ids in (("CLAIM", ("weft.E003", "weft.E004")), ("LEASE", ("weft.E005", "weft.E006"))):
+        ttl, renew = durations[f"{prefix}_TTL"], durations[f"{prefix}_RENEW_INTERVAL"]
+        if renew >= ttl:
+            problems.append(
+                SettingsProblem(
+                    ids[0],
+                    f"{prefix}_RENEW_INTERVAL ({_fmt_s(renew)}) must be strictly less than "
+                    f"{prefix}_TTL ({_fmt_s(ttl)}), so a renewal fires before it can lapse",
+                )
+            )
+        elif ttl < WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER * renew:
+            problems.append(
+                SettingsProblem(
+                    ids[1],
+                    f"{prefix}_TTL ({_fmt_s(ttl)}) must be at least "
+                    f"{WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER} × {prefix}_RENEW_INTERVAL "
+                    f"({_fmt_s(renew)}) = {_fmt_s(WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER * renew)}",
+                )
+            )
+
+    def choice(key: str, allowed: tuple[str, ...]) -> Any:
+        value = merged[key]
+        if value not in allowed:
+            problems.append(
+                SettingsProblem(
+                    "weft.E008",
+                    f"WEFT[{key!r}] is {value!r}; it must be one of "
+                    + ", ".join(repr(a) for a in allowed),
+                )
+            )
+            return DEFAULTS[key]
+        return value
+
+    def positive_int(key: str) -> int:
+        value = merged[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            problems.append(
+                SettingsProblem("weft.E008", f"WEFT[{key!r}] must be a positive integer, got {value!r}")
+            )
+            return cast(int, DEFAULTS[key])
+        return value
+
+    retention = merged["RETENTION"]
+    retention_ms: int | None = None
+    if retention is not None:
+        try:
+            retention_ms = duration_ms("RETENTION", retention)
+        except ValueError as exc:
+            problems.append(SettingsProblem("weft.E002", str(exc)))
+
+    perms = merged["API_PERMISSION_CLASSES"]
+    if isinstance(perms, str) or not all(isinstance(p, str) for p in perms or ()):
+        problems.append(
+            SettingsProblem(
+                "weft.E008",
+                f"WEFT['API_PERMISSION_CLASSES'] must be a list of dotted paths, got {perms!r}",
+            )
+        )
+        perms = DEFAULTS["API_PERMISSION_CLASSES"]
+
+    database = merged["DATABASE"]
+    if not isinstance(database, str) or not database:
+        problems.append(
+            SettingsProblem("weft.E008", f"WEFT['DATABASE'] must be a database alias, got {database!r}")
+        )
+        database = "default"
+
+    settings = WeftSettings(
+        ownership=cast(OwnershipMode, ownership),
+        claim_ttl_ms=durations["CLAIM_TTL"],
+        claim_renew_interval_ms=durations["CLAIM_RENEW_INTERVAL"],
+        lease_ttl_ms=durations["LEASE_TTL"],
+        lease_renew_interval_ms=durations["LEASE_RENEW_INTERVAL"],
+        lease_wait_timeout_ms=durations["LEASE_WAIT_TIMEOUT"],
+        background_tasks=choice("BACKGROUND_TASKS", ("auto", "manual")),
+        transport=choice("TRANSPORT", ("polling", "celery")),
+        poll_interval_ms=durations["POLL_INTERVAL"],
+        worker_concurrency=positive_int("WORKER_CONCURRENCY"),
+        celery_eta_horizon_ms=durations["CELERY_ETA_HORIZON"],
+        max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),
+        api_permission_classes=tuple(perms),
+        retention_ms=retention_ms,
+        database=database,
+        raw=dict(user),
+    )
+    return settings, problems
+
+
+class _SettingsHolder:
+    """Caches the validated settings and drops them on ``setting_changed``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cached: WeftSettings | None = None
+
+    def user_dict(self) -> dict[str, Any]:
+        from django.conf import settings as django_settings
+
+        value = getattr(django_settings, "WEFT", {}) or {}
+        if not isinstance(value, dict):
+            raise ImproperlyConfigured(f"settings.WEFT must be a dict, got {type(value).__name__}")
+        return dict(value)
+
+    def get(self) -> WeftSettings:
+        with self._lock:
+            if self._cached is None:
+                settings, problems = build_settings(self.user_dict())
+                if problems:
+                    raise ImproperlyConfigured(
+                        "Invalid WEFT settings: " + "; ".join(p.message for p in problems)
+                    )
+                self._cached = settings
+            return self._cached
+
+    def problems(self) -> list[SettingsProblem]:
+        try:
+            return build_settings(self.user_dict())[1]
+        except ImproperlyConfigured as exc:
+            return [SettingsProblem("weft.E008", str(exc))]
+
+    def reset(self) -> None:
+        with self._lock:
+            self._cached = None
+
+
+_holder = _SettingsHolder()
+
+
+def get_settings() -> WeftSettings:
+    """The validated settings (raises ``ImproperlyConfigured`` naming bad keys)."""
+    return _holder.get()
+
+
+def settings_problems() -> list[SettingsProblem]:
+    """Every problem with the current settings, for the system checks."""
+    return _holder.problems()
+
+
+def _on_setting_changed(*, setting: str, **_: Any) -> None:
+    if setting == "WEFT":
+        _holder.reset()
+
+
+setting_changed.connect(_on_setting_changed, dispatch_uid="weft_django.conf.reload")
+
+__all__ = [
+    "DEFAULTS",
+    "OWNERSHIP_MODES",
+    "WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER",
+    "WeftSettings",
+    "build_settings",
+    "duration_ms",
+    "get_settings",
+    "settings_problems",
+]

@@ -1,0 +1,297 @@
+"""``client``: start, signal, cancel, query ... from any Django process (SPEC §2).
+
+Every call writes through the conditional batch inside the caller's
+transaction when there is one (a view under ``ATOMIC_REQUESTS`` gets an
+outbox for free); wakes are sent on commit. ``client.start`` never claims:
+it writes the run as ``pending`` and an engine folds its acquire into the
+pickup (ADR 0002: *intentionally external*).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from django.db import transaction
+
+from weft_django.conf import get_settings
+from weft_django.engine import external
+from weft_django.engine.definitions import get_workflow
+from weft_django.engine.payload import normalize
+from weft_django.engine.replay import Replay
+from weft_django.engine.store import load_events
+from weft_django.errors import (
+    IdempotencyConflictError,
+    InvalidTransitionError,
+    WorkflowAlreadyRunning,
+    WorkflowFailedError,
+    WorkflowNotFound,
+)
+from weft_django.models import TERMINAL_STATUSES, WorkflowClaim, WorkflowRun
+from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
+from weft_django.ownership.batch import Insert, UniqueAbsence, conditional_batch
+from weft_django.ownership.codec import decode_holder_row
+from weft_django.transports.notify import DONE_CHANNEL, WAKE_CHANNEL, notify_on_commit
+
+WORKFLOW_ID_RE = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
+
+signal = external.signal
+cancel = external.cancel
+suspend = external.suspend
+resume = external.resume
+retry = external.retry
+force_release = external.force_release
+
+
+@dataclass(frozen=True)
+class WorkflowHandle:
+    """A started run: ``workflow_id``, ``run_id`` and ways to look at it."""
+
+    workflow_id: str
+    run_id: str
+
+    def _run(self) -> WorkflowRun:
+        run = WorkflowRun.objects.using(get_settings().database).filter(pk=self.run_id).first()
+        if run is None:
+            raise WorkflowNotFound(self.workflow_id)
+        return run
+
+    def status(self) -> str:
+        return self._run().status
+
+    def error(self) -> Any:
+        return self._run().error
+
+    def result(self, timeout: float | None = 30.0) -> Any:
+        """The result; ``WorkflowFailedError`` if it ended otherwise; ``TimeoutError``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.01
+        db = get_settings().database
+        while True:
+            run = self._follow(self._run())
+            if run.status == "completed":
+                return run.result
+            if run.status in TERMINAL_STATUSES:
+                raise WorkflowFailedError(self.workflow_id, run.status, run.error)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(
+                    f"workflow {self.workflow_id!r} is still {run.status} after {timeout} s"
+                )
+            wait = delay if remaining is None else min(delay, remaining)
+            from django.db import connections
+
+            if connections[db].vendor == "postgresql" and wait >= 0.05:
+                from weft_django.transports.notify import wait_for_notify
+
+                wait_for_notify(db, DONE_CHANNEL, wait, lambda payload: True)
+            else:
+                time.sleep(wait)
+            delay = min(delay * 2, 1.0)
+
+    def _follow(self, run: WorkflowRun) -> WorkflowRun:
+        """Follow ``continue_as_new`` to the run that carries on."""
+        while run.status == "completed" and isinstance(run.result, dict) and "continued_as_new" in run.result:
+            nxt = WorkflowRun.objects.using(get_settings().database).filter(
+                pk=run.result["continued_as_new"]
+            ).first()
+            if nxt is None:
+                break
+            run = nxt
+        return run
+
+
+def _ms_from_now(value: timedelta | float | int | None, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        raise TypeError(f"{what} must be a timedelta or seconds, got {value!r}")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"{what} must be a non-negative finite duration, got {value!r}")
+    return external.wall_ms() + round(seconds * 1000)
+
+
+def start(
+    name: str,
+    input: Any = None,
+    *,
+    workflow_id: str | None = None,
+    idempotency_key: str | None = None,
+    start_after: timedelta | float | None = None,
+    start_at: datetime | None = None,
+    execution_timeout: timedelta | float | None = None,
+    on_conflict: Literal["error", "start-new"] = "error",
+) -> WorkflowHandle:
+    """Write a ``pending`` run; an engine picks it up. Nothing is claimed here."""
+    import uuid
+
+    get_workflow(name)  # UnknownWorkflowType before anything is written
+    stored_input = normalize("workflow input", input)
+    if workflow_id is None:
+        workflow_id = str(uuid.uuid4())
+    if not isinstance(workflow_id, str) or not WORKFLOW_ID_RE.match(workflow_id):
+        raise ValueError(
+            f"workflow_id {workflow_id!r} must match [A-Za-z0-9._:@-]{{1,200}}"
+        )
+    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 255):
+        raise ValueError("idempotency_key must be a string of 1 to 255 characters")
+    if on_conflict not in ("error", "start-new"):
+        raise ValueError(f"on_conflict must be 'error' or 'start-new', got {on_conflict!r}")
+    if start_at is not None and start_after is not None:
+        raise ValueError("give start_at or start_after, not both")
+    begin_at = _ms_from_now(start_after, "start_after")
+    if start_at is not None:
+        if not isinstance(start_at, datetime) or start_at.tzinfo is None:
+            raise ValueError("start_at must be an aware datetime")
+        begin_at = int(start_at.timestamp() * 1000)
+    deadline = _ms_from_now(execution_timeout, "execution_timeout")
+    if deadline is not None and begin_at is not None:
+        deadline += max(0, begin_at - external.wall_ms())
+
+    db = get_settings().database
+    with transaction.atomic(using=db):
+        if idempotency_key is not None:
+            existing = WorkflowRun.objects.using(db).filter(idempotency_key=idempotency_key).first()
+            if existing is not None:
+                return _existing_for_key(existing, idempotency_key, name)
+        previous = (
+            WorkflowRun.objects.using(db).filter(workflow_id=workflow_id).order_by("-created_at").first()
+        )
+        if previous is not None:
+            if previous.status not in TERMINAL_STATUSES:
+                raise WorkflowAlreadyRunning(workflow_id, str(previous.pk))
+            if on_conflict != "start-new":
+                raise InvalidTransitionError(workflow_id, previous.status, "start")
+        run = WorkflowRun(
+            workflow_id=workflow_id,
+            name=name,
+            status="pending",
+            input=stored_input,
+            idempotency_key=idempotency_key,
+            start_at=begin_at,
+            deadline_at=deadline,
+        )
+        live = UniqueAbsence("one live run per workflow id")
+        result = conditional_batch([live], [Insert(run, live)], using=db)
+        if not result.committed:
+            if idempotency_key is not None:
+                existing = WorkflowRun.objects.using(db).filter(idempotency_key=idempotency_key).first()
+                if existing is not None:
+                    return _existing_for_key(existing, idempotency_key, name)
+            raise WorkflowAlreadyRunning(workflow_id)
+        notify_on_commit(WAKE_CHANNEL, workflow_id, db)
+    return WorkflowHandle(workflow_id, str(run.pk))
+
+
+def _existing_for_key(existing: WorkflowRun, key: str, name: str) -> WorkflowHandle:
+    if existing.name != name:
+        raise IdempotencyConflictError(key, existing.name, name)
+    return WorkflowHandle(existing.workflow_id, str(existing.pk))
+
+
+def get_handle(workflow_id: str) -> WorkflowHandle:
+    run = external.latest_run(workflow_id)
+    return WorkflowHandle(workflow_id, str(run.pk))
+
+
+def complete_async_activity(token: str, result: Any = None) -> None:
+    external.settle_async(token, result=normalize("async activity result", result))
+
+
+def fail_async_activity(token: str, error: Any = "failed") -> None:
+    if isinstance(error, BaseException):
+        record: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
+    elif isinstance(error, dict):
+        record = {"type": str(error.get("type") or "AsyncActivityFailed"), "message": str(error.get("message", "failed"))}
+        if "details" in error:
+            record["details"] = error["details"]
+    else:
+        record = {"type": "AsyncActivityFailed", "message": str(error)}
+    external.settle_async(token, error=normalize("async activity error", record))
+
+
+def query(workflow_id: str, name: str, *args: Any) -> Any:
+    """Replay the journal read-only in this process and call the ``on_query`` handler."""
+    run = external.latest_run(workflow_id)
+    definition = get_workflow(run.name)
+    replay = Replay(
+        definition,
+        workflow_id=workflow_id,
+        run_id=str(run.pk),
+        input=run.input,
+        events=load_events(run.pk, get_settings().database),
+        clock_ms=external.wall_ms,
+        record=False,
+    )
+    outcome = replay.advance()
+    handler = replay.ctx.query_handlers.get(name)
+    if handler is None:
+        raise LookupError(
+            f"workflow {workflow_id!r} has no query handler {name!r} "
+            f"(registered: {sorted(replay.ctx.query_handlers) or 'none'})"
+        )
+    del outcome  # Frontier or terminal: the handler sees the state either way
+    return normalize(f"query {name!r} result", handler(*args))
+
+
+def purge(workflow_id: str | None = None, *, older_than: timedelta | None = None) -> int:
+    if (workflow_id is None) == (older_than is None):
+        raise ValueError("give a workflow_id or older_than")
+    if workflow_id is not None:
+        return external.purge(workflow_id)
+    assert older_than is not None
+    return external.purge_older_than(older_than)
+
+
+def ownership_status(workflow_id: str) -> dict[str, Any]:
+    """The owner of ``workflow_id`` as the API's ``ownership/`` endpoint serves it."""
+    settings = get_settings()
+    db = settings.database
+    run = WorkflowRun.objects.using(db).filter(workflow_id=workflow_id).order_by("-created_at").first()
+    claim = WorkflowClaim.objects.using(db).filter(pk=workflow_id).first()
+    holder = None
+    expired = False
+    if claim is not None:
+        record = decode_holder_row(claim.engine_id, claim.epoch, claim.expires_at, claim.claimed_at)
+        if record is not None:
+            holder = {
+                "engine_id": record.engine_id,
+                "epoch": record.epoch,
+                "expires_at": record.expires_at,
+                "claimed_at": record.claimed_at,
+            }
+            grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * settings.claim_renew_interval_ms
+            expired = record.expires_at + grace < external.wall_ms()
+        elif claim.engine_id is not None or claim.expires_at is not None:
+            expired = True
+    if run is None and claim is None:
+        raise WorkflowNotFound(workflow_id)
+    return {
+        "workflow_id": workflow_id,
+        "status": run.status if run is not None else None,
+        "epoch": claim.epoch if claim is not None else 0,
+        "holder": holder,
+        "expired": expired,
+    }
+
+
+__all__ = [
+    "WorkflowHandle",
+    "cancel",
+    "complete_async_activity",
+    "fail_async_activity",
+    "force_release",
+    "get_handle",
+    "ownership_status",
+    "purge",
+    "query",
+    "resume",
+    "retry",
+    "signal",
+    "start",
+    "suspend",
+]

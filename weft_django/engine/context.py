@@ -1,0 +1,145 @@
+"""``ctx``: what a workflow body uses to build commands (SPEC §1).
+
+Methods that return a command (``run``, ``sleep``, ...) do nothing by
+themselves; the body must ``yield`` them. Methods that return a value
+(``now``, ``uuid4``, ``random``, ``patched``) record it in the journal the
+first time and replay it afterwards, so a replay takes the same path.
+"""
+
+from __future__ import annotations
+
+import logging
+import random as _random
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from weft_django.engine.commands import (
+    All,
+    ContinueAsNew,
+    LeafCommand,
+    Race,
+    RunActivity,
+    Sleep,
+    StartAsyncActivity,
+    StartChild,
+    WaitSignal,
+    WaitUntil,
+)
+from weft_django.engine.definitions import activity_definition
+
+if TYPE_CHECKING:
+    from weft_django.engine.replay import Replay
+
+
+def duration_ms(value: timedelta | float | int | None, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        raise TypeError(f"{what} must be a timedelta or a number of seconds, got {value!r}")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not seconds >= 0:
+        raise ValueError(f"{what} must be a non-negative duration, got {value!r}")
+    return round(seconds * 1000)
+
+
+class _ReplayAwareLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """Silent while the replay is re-running recorded history."""
+
+    def __init__(self, logger: logging.Logger, ctx: WorkflowContext) -> None:
+        super().__init__(logger, {})
+        self._ctx = ctx
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if not self._ctx.is_replaying:
+            super().log(level, msg, *args, **kwargs)
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return f"[{self._ctx.workflow_id}] {msg}", kwargs
+
+
+class WorkflowContext:
+    """The ``ctx`` argument of a workflow."""
+
+    def __init__(self, replay: Replay, workflow_id: str, run_id: str, name: str) -> None:
+        self._replay = replay
+        self.workflow_id = workflow_id
+        self.run_id = run_id
+        self.workflow_name = name
+        self.state: dict[str, Any] = {}
+        self.signal_handlers: dict[str, Callable[[Any], Any]] = {}
+        self.query_handlers: dict[str, Callable[..., Any]] = {}
+        self.logger = _ReplayAwareLogger(logging.getLogger(f"weft_django.workflow.{name}"), self)
+
+    @property
+    def is_replaying(self) -> bool:
+        return self._replay.is_replaying
+
+    # -- commands ------------------------------------------------------------
+    def run(self, target: Any, *args: Any, **kwargs: Any) -> RunActivity:
+        definition = activity_definition(target)
+        if definition is None:
+            raise TypeError(f"ctx.run() needs an @activity function or its name, got {target!r}")
+        return RunActivity(definition.name, tuple(args), dict(kwargs))
+
+    def sleep(self, duration: timedelta | float) -> Sleep:
+        ms = duration_ms(duration, "ctx.sleep duration")
+        assert ms is not None
+        return Sleep(ms)
+
+    def wait_for_signal(self, name: str, timeout: timedelta | float | None = None) -> WaitSignal:
+        return WaitSignal(name, duration_ms(timeout, "wait_for_signal timeout"))
+
+    def wait_until(
+        self, predicate: Callable[[], bool], timeout: timedelta | float | None = None
+    ) -> WaitUntil:
+        if not callable(predicate):
+            raise TypeError("ctx.wait_until() needs a callable predicate")
+        return WaitUntil(predicate, duration_ms(timeout, "wait_until timeout"))
+
+    def async_activity(
+        self, target: Any, *args: Any, timeout: timedelta | float | None = None
+    ) -> StartAsyncActivity:
+        definition = activity_definition(target)
+        if definition is None and not isinstance(target, str):
+            raise TypeError("ctx.async_activity() needs an @activity function or a plain name")
+        name = definition.name if definition is not None else str(target)
+        return StartAsyncActivity(
+            name, definition is not None, tuple(args), duration_ms(timeout, "async timeout")
+        )
+
+    def start_child(self, name: str, input: Any = None, workflow_id: str | None = None) -> StartChild:
+        return StartChild(name, input, workflow_id)
+
+    def all(self, *commands: LeafCommand) -> All:
+        return All(tuple(commands))
+
+    def race(self, *commands: LeafCommand) -> Race:
+        if not commands:
+            raise ValueError("ctx.race() needs at least one command")
+        return Race(tuple(commands))
+
+    def continue_as_new(self, input: Any = None) -> ContinueAsNew:
+        return ContinueAsNew(input)
+
+    # -- recorded values -----------------------------------------------------
+    def now(self) -> datetime:
+        ms = self._replay.side_effect("now", "", self._replay.clock_ms)
+        return datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
+
+    def uuid4(self) -> uuid.UUID:
+        return uuid.UUID(str(self._replay.side_effect("uuid", "", lambda: str(uuid.uuid4()))))
+
+    def random(self) -> float:
+        return float(self._replay.side_effect("random", "", _random.random))
+
+    def patched(self, change_id: str) -> bool:
+        return self._replay.patched(change_id)
+
+    # -- handlers ------------------------------------------------------------
+    def on_signal(self, name: str, fn: Callable[[Any], Any]) -> None:
+        self.signal_handlers[name] = fn
+
+    def on_query(self, name: str, fn: Callable[..., Any]) -> None:
+        self.query_handlers[name] = fn

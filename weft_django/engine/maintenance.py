@@ -1,0 +1,207 @@
+"""The maintenance pass of one engine (SPEC §2 "Maintenance", §4.4).
+
+Renewal is separate (``renew``) so the background mode can run it on its
+own thread. ``find_and_dispatch`` finds, in one pass: runs past their
+execution deadline (any engine may time them out), stale claims to take
+over and recover (reclaim scan), due timers and wakes of runs this engine
+owns, runs whose turn stopped half-way, and pending runs to pick up — the
+pickup folds the claim's acquire into the pending→running write.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from weft_django.engine import signals as weft_signals
+from weft_django.models import Timer, WorkflowClaim, WorkflowRun
+from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
+from weft_django.ownership.batch import RunCondition, Update, conditional_batch
+from weft_django.ownership.fence import fenced_commit
+from weft_django.ownership.fold import commit_with_claim_fold, prepare_claim_fold
+from weft_django.ownership.registry import takeover_with_retries
+
+if TYPE_CHECKING:
+    from weft_django.engine.engine import Engine
+
+logger = logging.getLogger("weft_django.engine")
+
+BATCH = 100
+TIMER_WAKE_KIND = {"sleep": "sleep", "timeout": "wait-condition", "retry": "inline-macrotask-drive"}
+
+
+class Maintenance:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.heartbeat_due = 0
+
+    @property
+    def db(self) -> str:
+        return self.engine.settings.database
+
+    # -- renewal ---------------------------------------------------------------
+    def renew(self) -> None:
+        engine = self.engine
+        if engine.registry is not None:
+            engine.registry.renew_all()
+        if engine.lease is not None and not engine.lease.deposed:
+            engine.lease.renew_once()
+        now = engine.now_ms()
+        if now >= self.heartbeat_due and engine.booted:
+            engine.heartbeat()
+            self.heartbeat_due = now + engine.settings.claim_renew_interval_ms
+
+    # -- scope -------------------------------------------------------------------
+    def owned(self, runs: QuerySet[WorkflowRun]) -> QuerySet[WorkflowRun] | None:
+        engine = self.engine
+        if engine.registry is not None:
+            mine = WorkflowClaim.objects.using(self.db).filter(engine_id=engine.engine_id)
+            return runs.filter(workflow_id__in=mine.values("workflow_id"))
+        if engine.lease is not None and (engine.lease.epoch is None or engine.lease.deposed):
+            return None
+        return runs
+
+    # -- the pass ------------------------------------------------------------------
+    def find_and_dispatch(self) -> int:
+        engine = self.engine
+        if engine.halted:
+            return 0
+        found = 0
+        found += self.time_out_expired_runs()
+        found += self.reclaim()
+        runs = WorkflowRun.objects.using(self.db)
+        owned = self.owned(runs)
+        if owned is None:
+            return found
+        now = engine.now_ms()
+        due = (
+            Timer.objects.using(self.db)
+            .filter(fire_at__lte=now, run__status__in=("running", "parked"))
+            .filter(run__in=owned.values("pk"))
+            .values_list("run_id", "kind")
+            .order_by("fire_at")[: BATCH * 4]
+        )
+        seen: set[str] = set()
+        for run_id, kind in due:
+            if str(run_id) not in seen:
+                seen.add(str(run_id))
+                engine.dispatch(run_id, TIMER_WAKE_KIND.get(kind, "inline-macrotask-drive"))  # type: ignore[arg-type]
+        woken = owned.filter(status="parked", wake_seq__gt=F("parked_seq")).values_list("pk", flat=True)[:BATCH]
+        for run_id in woken:
+            if str(run_id) not in seen:
+                seen.add(str(run_id))
+                engine.dispatch(run_id, "signal")
+        stranded = owned.filter(status="running").values_list("pk", flat=True)[:BATCH]
+        for run_id in stranded:
+            if str(run_id) not in seen:
+                seen.add(str(run_id))
+                engine.dispatch(run_id, "inline-macrotask-drive")
+        found += len(seen)
+        found += self.pick_up_pending()
+        return found
+
+    def time_out_expired_runs(self) -> int:
+        from weft_django.engine import external
+
+        now = self.engine.now_ms()
+        expired = WorkflowRun.objects.using(self.db).filter(
+            deadline_at__lte=now, status__in=("pending", "running", "parked", "suspended")
+        )[:BATCH]
+        count = 0
+        for run in expired:
+            if external.timeout(run, actor=self.engine.engine_id) is not None:
+                count += 1
+        return count
+
+    def reclaim(self) -> int:
+        """Take over runs whose holder expired (or is absent) and drive them."""
+        engine = self.engine
+        registry = engine.registry
+        if registry is None or engine.halted:
+            return 0
+        now = engine.now_ms()
+        stale_before = now - WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * engine.settings.claim_renew_interval_ms
+        stale = WorkflowClaim.objects.using(self.db).filter(
+            Q(engine_id__isnull=True)
+            | Q(expires_at__isnull=True)
+            | Q(claimed_at__isnull=True)
+            | Q(engine_id="")
+            | Q(expires_at__lt=stale_before)
+        )
+        no_claim = ~Exists(WorkflowClaim.objects.using(self.db).filter(workflow_id=OuterRef("workflow_id")))
+        candidates = (
+            WorkflowRun.objects.using(self.db)
+            .filter(status__in=("running", "parked"))
+            .filter(Q(workflow_id__in=stale.values("workflow_id")) | no_claim)
+            .values_list("pk", "workflow_id")[:BATCH]
+        )
+        tracked = set(registry.tracked())
+        count = 0
+        for run_id, workflow_id in candidates:
+            if workflow_id in tracked:
+                continue
+            result = takeover_with_retries(registry, workflow_id)
+            status = result.status
+            if status == "no-claim":
+                status = registry.acquire(workflow_id).status
+            if status == "acquired":
+                logger.info("engine %s took over %s", engine.engine_id, workflow_id)
+                engine.dispatch(run_id, "inline-macrotask-drive")
+                count += 1
+        return count
+
+    def pick_up_pending(self) -> int:
+        engine = self.engine
+        if engine.halted or (engine.lease is not None and engine.lease.epoch is None):
+            return 0
+        now = engine.now_ms()
+        pending = (
+            WorkflowRun.objects.using(self.db)
+            .filter(status="pending")
+            .filter(Q(start_at__isnull=True) | Q(start_at__lte=now))
+            .order_by("created_at")[:BATCH]
+        )
+        count = 0
+        for run in pending:
+            if self.pick_up(run):
+                count += 1
+                engine.dispatch(run.pk, None)
+        return count
+
+    def pick_up(self, run: WorkflowRun) -> bool:
+        """pending → running, with the claim's acquire folded into the same batch."""
+        engine = self.engine
+        values: dict[str, Any] = {
+            "status": "running",
+            "version": F("version") + 1,
+            "turn_started_at": engine.now_ms(),
+            "turn_pid": os.getpid(),
+        }
+        if run.started_at is None:
+            values["started_at"] = timezone.now()
+        conditions = [RunCondition(run.pk, statuses=frozenset({"pending"}), label="pending")]
+        writes = [Update(WorkflowRun, {"pk": run.pk}, values)]
+        wid = run.workflow_id
+        if engine.registry is not None:
+            fold = prepare_claim_fold(engine, wid)
+            if fold is None:
+                committed = fenced_commit(engine, wid, conditions, writes).committed
+            else:
+                result = commit_with_claim_fold(engine, fold, conditions, writes)
+                committed = result.status == "committed"
+                if not committed and result.claim_conflict:
+                    # A stale holder left by an earlier run: take it over once expired.
+                    if takeover_with_retries(engine.registry, wid).status == "acquired":
+                        committed = fenced_commit(engine, wid, conditions, writes).committed
+        elif engine.lease is not None:
+            committed = fenced_commit(engine, wid, conditions, writes).committed
+        else:
+            committed = conditional_batch(conditions, writes, using=self.db).committed
+        if committed:
+            run.status = "running"
+            weft_signals.workflow_started.send(sender=WorkflowRun, run=run)
+        return committed

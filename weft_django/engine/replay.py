@@ -1,0 +1,405 @@
+"""Drive a workflow generator against its journal (SPEC §1 "Model").
+
+The journal is a sequence of events in the order they were recorded:
+completions of leaf commands (keyed by the command's position — the n-th
+leaf command the run yielded), signal deliveries to ``on_signal`` handlers,
+and recorded values (``now``, ``uuid``, ``random``, ``patch``). A replay
+re-runs the generator from the start: while the body is blocked on a
+command, the next recorded event is applied; when the events run out, the
+replay has reached the *frontier* and reports which commands are still
+open. The engine acts on them and feeds each new event back with
+``apply``. Nothing here touches the database — the body runs with database
+access refused — so ``client.query`` can replay read-only anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connections
+
+from weft_django.engine.commands import (
+    LEAF_KINDS,
+    All,
+    Command,
+    ContinueAsNew,
+    LeafCommand,
+    Race,
+)
+from weft_django.engine.context import WorkflowContext
+from weft_django.engine.definitions import WorkflowDefinition
+from weft_django.engine.errors_codec import error_record, rebuild_error
+from weft_django.errors import NonDeterminismError
+
+SIDE_EFFECT_KINDS = frozenset({"now", "uuid", "random", "patch"})
+INFO_KINDS = frozenset({"async-token", "async-handout"})
+
+
+@dataclass
+class Event:
+    """One journal entry as the replay sees it."""
+
+    position: int
+    kind: str
+    command: int | None = None
+    target: str = ""
+    result: Any = None
+    error: Any = None
+
+
+@dataclass
+class Leaf:
+    """An open or settled leaf command of this replay."""
+
+    id: int
+    command: LeafCommand
+    group: Group | None = None
+    settled: bool = False
+    value: Any = None
+    error: BaseException | None = None
+    abandoned: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        return not self.settled and not self.abandoned
+
+
+@dataclass
+class Group:
+    kind: str  # "all" | "race"
+    leaves: list[Leaf]
+    settled: bool = False
+    value: Any = None
+    error: BaseException | None = None
+    order: list[Leaf] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """The body is blocked; these leaves are open and need the engine."""
+
+    open: list[Leaf]
+
+
+@dataclass(frozen=True)
+class Finished:
+    result: Any
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ContinuedAsNew:
+    input: Any
+
+
+@dataclass(frozen=True)
+class Diverged:
+    """The code no longer matches the journal (the run is suspended)."""
+
+    error: NonDeterminismError
+
+
+Outcome = Frontier | Finished | Failed | ContinuedAsNew | Diverged
+
+
+class _Divergence(BaseException):
+    """Escapes user ``except Exception`` blocks inside the body."""
+
+    def __init__(self, error: NonDeterminismError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class WorkflowDatabaseAccessError(RuntimeError):
+    """A workflow body touched the database (ORM work belongs in activities)."""
+
+
+def _refuse_database(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+    raise WorkflowDatabaseAccessError(
+        "Database access from a workflow body is not allowed: it would not be replayed "
+        "deterministically. Move ORM work into an @activity and ctx.run() it. "
+        f"(query: {sql[:80]!r})"
+    )
+
+
+@contextlib.contextmanager
+def database_refused() -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for alias in connections:
+            stack.enter_context(connections[alias].execute_wrapper(_refuse_database))
+        yield
+
+
+def json_copy(value: Any) -> Any:
+    """The JSON round trip every value takes before it enters the generator."""
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+class Replay:
+    """One generator driven against one run's journal."""
+
+    def __init__(
+        self,
+        definition: WorkflowDefinition,
+        *,
+        workflow_id: str,
+        run_id: str,
+        input: Any,
+        events: list[Event],
+        clock_ms: Callable[[], int],
+        record: bool = True,
+    ) -> None:
+        self.definition = definition
+        self.workflow_id = workflow_id
+        self.events = list(events)
+        self.clock_ms = clock_ms
+        self.record = record  # False for read-only queries
+        self.pos = 0
+        self.new_events: list[Event] = []
+        self.leaves: dict[int, Leaf] = {}
+        self._next_command = 0
+        self._blocked: Leaf | Group | None = None
+        self._outcome: Outcome | None = None
+        self.ctx = WorkflowContext(self, workflow_id, run_id, definition.name)
+        self._input = json_copy(input)
+        self._gen: Any = None
+
+    # -- state ---------------------------------------------------------------
+    @property
+    def is_replaying(self) -> bool:
+        return self.pos < len(self.events) - len(self.new_events)
+
+    @property
+    def next_position(self) -> int:
+        return len(self.events)
+
+    def _diverge(self, position: int, recorded: str, new: str) -> _Divergence:
+        return _Divergence(NonDeterminismError(self.workflow_id, position, recorded, new))
+
+    # -- recorded values -----------------------------------------------------
+    def side_effect(self, kind: str, target: str, make: Callable[[], Any]) -> Any:
+        if self.pos < len(self.events):
+            event = self.events[self.pos]
+            if event.kind == kind and event.target == target:
+                self.pos += 1
+                return event.result
+            raise self._diverge(event.position, _describe(event), f"{kind} {target}".strip())
+        value = json_copy(make())
+        self._append(Event(self.next_position, kind, None, target, value))
+        return value
+
+    def patched(self, change_id: str) -> bool:
+        if self.pos < len(self.events):
+            event = self.events[self.pos]
+            if event.kind == "patch" and event.target == change_id:
+                self.pos += 1
+                return True
+            return False  # this run passed here before the change: keep the old path
+        self._append(Event(self.next_position, "patch", None, change_id, True))
+        return True
+
+    def _append(self, event: Event) -> None:
+        self.events.append(event)
+        self.pos += 1
+        if self.record:
+            self.new_events.append(event)
+
+    def take_new_events(self) -> list[Event]:
+        """Recorded values produced live since the last call (to commit next)."""
+        taken, self.new_events = self.new_events, []
+        return taken
+
+    # -- driving -------------------------------------------------------------
+    def advance(self) -> Outcome:
+        """Run until the body finishes or blocks with nothing left to apply."""
+        if self._outcome is not None:
+            return self._outcome
+        try:
+            if self._gen is None:
+                self._start()
+            while self._outcome is None:
+                blocked = self._blocked
+                assert blocked is not None
+                if not blocked.settled:
+                    if self.pos < len(self.events):
+                        self._apply_event(self.events[self.pos])
+                        self.pos += 1
+                        continue
+                    return Frontier([leaf for leaf in self._open_leaves()])
+                self._resume(blocked)
+        except _Divergence as divergence:
+            self._outcome = Diverged(divergence.error)
+        assert self._outcome is not None
+        return self._outcome
+
+    def apply(self, event: Event) -> None:
+        """Feed an event the engine just committed (live)."""
+        self.events.append(event)
+
+    def _open_leaves(self) -> list[Leaf]:
+        return [leaf for leaf in self.leaves.values() if leaf.live and self._is_awaited(leaf)]
+
+    def _is_awaited(self, leaf: Leaf) -> bool:
+        blocked = self._blocked
+        if blocked is leaf:
+            return True
+        return isinstance(blocked, Group) and leaf.group is blocked
+
+    def _start(self) -> None:
+        with database_refused():
+            try:
+                self._gen = self.definition.fn(self.ctx, self._input)
+            except _Divergence:
+                raise
+            except Exception as exc:
+                self._outcome = Failed(error_record(exc, with_traceback=True))
+                return
+        if not hasattr(self._gen, "send"):
+            # A plain function: its return value is the result.
+            self._outcome = Finished(json_copy(self._gen))
+            return
+        self._step(lambda: self._gen.send(None))
+
+    def _resume(self, blocked: Leaf | Group) -> None:
+        if blocked.error is not None:
+            error = blocked.error
+            self._step(lambda: self._gen.throw(error))
+        else:
+            value = json_copy(blocked.value)
+            self._step(lambda: self._gen.send(value))
+
+    def _step(self, action: Callable[[], Any]) -> None:
+        with database_refused():
+            try:
+                yielded = action()
+            except StopIteration as stop:
+                self._finish(stop.value)
+                return
+            except _Divergence:
+                raise
+            except Exception as exc:
+                self._outcome = Failed(error_record(exc, with_traceback=True))
+                return
+        self._register(yielded)
+
+    def _finish(self, value: Any) -> None:
+        remaining = [e for e in self.events[self.pos :] if e.kind not in INFO_KINDS]
+        if remaining:
+            event = remaining[0]
+            raise self._diverge(event.position, _describe(event), "the end of the workflow")
+        try:
+            self._outcome = Finished(json_copy(value))
+        except (TypeError, ValueError) as exc:
+            self._outcome = Failed(error_record(exc))
+
+    def _register(self, yielded: Any) -> None:
+        if isinstance(yielded, ContinueAsNew):
+            self._outcome = ContinuedAsNew(yielded.input)
+            return
+        if isinstance(yielded, All | Race):
+            if not yielded.commands:
+                group = Group(yielded.kind, [], settled=True, value=[])
+                self._blocked = group
+                return
+            group = Group(yielded.kind, [])
+            for command in yielded.commands:
+                group.leaves.append(self._new_leaf(command, group))
+            self._blocked = group
+            return
+        if isinstance(yielded, Command) and yielded.kind in LEAF_KINDS:
+            self._blocked = self._new_leaf(yielded, None)  # type: ignore[arg-type]
+            return
+        self._outcome = Failed(
+            {
+                "type": "TypeError",
+                "message": f"workflow {self.definition.name!r} yielded {yielded!r}, "
+                "which is not a ctx command (did you forget ctx.run(...)?)",
+            }
+        )
+
+    def _new_leaf(self, command: Any, group: Group | None) -> Leaf:
+        if not (isinstance(command, Command) and command.kind in LEAF_KINDS):
+            raise TypeError(f"ctx.all/race take ctx commands, got {command!r}")
+        leaf = Leaf(self._next_command, command, group)
+        self.leaves[leaf.id] = leaf
+        self._next_command += 1
+        return leaf
+
+    # -- events --------------------------------------------------------------
+    def _apply_event(self, event: Event) -> None:
+        if event.kind == "signal-handler":
+            self._deliver_signal(event.target, event.result)
+            return
+        if event.kind in SIDE_EFFECT_KINDS:
+            raise self._diverge(event.position, _describe(event), "a blocked workflow")
+        leaf = self.leaves.get(event.command) if event.command is not None else None
+        if leaf is None:
+            raise self._diverge(
+                event.command if event.command is not None else event.position,
+                _describe(event),
+                "no such command",
+            )
+        if event.target != leaf.command.target or (
+            event.kind not in INFO_KINDS and event.kind != leaf.command.kind
+        ):
+            raise self._diverge(leaf.id, _describe(event), leaf.command.describe())
+        if event.kind in INFO_KINDS:
+            leaf.info[event.kind] = event.result
+            return
+        if not leaf.live:
+            return
+        leaf.settled = True
+        if event.error is not None:
+            leaf.error = rebuild_error(event.error)
+        else:
+            leaf.value = event.result
+        self._settle_group(leaf)
+
+    def _settle_group(self, leaf: Leaf) -> None:
+        group = leaf.group
+        if group is None or group.settled:
+            return
+        group.order.append(leaf)
+        if group.kind == "race":
+            group.settled = True
+            group.value, group.error = leaf.value, leaf.error
+            for other in group.leaves:
+                if other is not leaf and other.live:
+                    other.abandoned = True
+            return
+        if all(member.settled for member in group.leaves):
+            group.settled = True
+            errors = [m.error for m in group.order if m.error is not None]
+            if errors:
+                group.error = errors[0]
+            else:
+                group.value = [m.value for m in group.leaves]
+
+    def _deliver_signal(self, name: str, payload: Any) -> None:
+        handler = self.ctx.signal_handlers.get(name)
+        if handler is None:
+            return
+        with database_refused():
+            handler(json_copy(payload))
+
+    def evaluate(self, leaf: Leaf) -> bool:
+        """Evaluate a ``wait_until`` predicate (database access refused)."""
+        with database_refused():
+            return bool(leaf.command.predicate())  # type: ignore[union-attr]
+
+    def abandoned_leaves(self) -> list[Leaf]:
+        return [leaf for leaf in self.leaves.values() if leaf.abandoned]
+
+
+def _describe(event: Event) -> str:
+    return f"{event.kind} {event.target}".strip()

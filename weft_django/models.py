@@ -1,0 +1,276 @@
+"""Durable state only (SPEC §4.1): claims, claim events, the mode marker, the
+global lease, engine records, and the runs with their journal, timers,
+buffered signals and async activities.
+
+Why these shapes:
+- ``WorkflowClaim`` is keyed by the workflow id, not a foreign key: it
+  outlives every run of that id (never deleted), so the epoch sequence is
+  never reset and an old wake can never match a new generation (ABA).
+- Holder columns are typed and nullable; the holder is "absent" only when all
+  three are null. A half-null row is corrupt and decodes to nothing.
+- Timestamps of the claim protocol are integer milliseconds of the engine
+  clock, as in weft; singletons are ensured-then-locked (no data migration).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Literal
+
+from django.db import models
+from django.db.models import Q
+
+RunStatus = Literal[
+    "pending", "running", "parked", "suspended", "completed", "failed", "cancelled", "timed_out"
+]
+RUN_STATUSES: tuple[RunStatus, ...] = (
+    "pending",
+    "running",
+    "parked",
+    "suspended",
+    "completed",
+    "failed",
+    "cancelled",
+    "timed_out",
+)
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timed_out"})
+LIVE_STATUSES: tuple[str, ...] = ("pending", "running", "parked", "suspended")
+
+ClaimEventKind = Literal["acquire", "takeover", "release", "rotate", "force_release"]
+CLAIM_EVENT_KINDS: tuple[ClaimEventKind, ...] = (
+    "acquire",
+    "takeover",
+    "release",
+    "rotate",
+    "force_release",
+)
+
+
+class WorkflowClaim(models.Model):
+    """A workflow id's ownership record; the row is the per-workflow mutex."""
+
+    workflow_id = models.CharField(max_length=200, primary_key=True)
+    epoch = models.BigIntegerField(default=0, help_text="0 = never claimed")
+    engine_id = models.CharField(max_length=200, null=True, blank=True, db_index=True)
+    expires_at = models.BigIntegerField(null=True, blank=True, help_text="engine clock, ms")
+    claimed_at = models.BigIntegerField(null=True, blank=True, help_text="engine clock, ms")
+
+    class Meta:
+        verbose_name = "holder"
+        verbose_name_plural = "holders"
+        indexes = [models.Index(fields=["expires_at"], name="weft_claim_expires_idx")]
+
+    def __str__(self) -> str:
+        holder = self.engine_id or "-"
+        return f"{self.workflow_id} @ epoch {self.epoch} held by {holder}"
+
+
+class ClaimEvent(models.Model):
+    """Append-only history of claim transitions, written in the same batch."""
+
+    workflow_id = models.CharField(max_length=200, db_index=True)
+    epoch = models.BigIntegerField()
+    engine_id = models.CharField(max_length=200, blank=True, default="")
+    kind = models.CharField(max_length=16, choices=[(k, k) for k in CLAIM_EVENT_KINDS])
+    at_ms = models.BigIntegerField()
+    reason = models.CharField(max_length=200, blank=True, default="")
+    # The holder that was replaced (takeover, rotation): kept so safety can be
+    # checked from records alone (a takeover's claimed_at > old expires_at + grace).
+    previous_engine_id = models.CharField(max_length=200, blank=True, default="")
+    previous_expires_at = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.workflow_id} epoch {self.epoch} by {self.engine_id or '-'}"
+
+
+class OwnershipModeMarker(models.Model):
+    """Store-wide singleton: the fencing mode every engine must agree on."""
+
+    key = models.CharField(max_length=16, primary_key=True, default="marker")
+    mode = models.CharField(max_length=32)
+    established_at = models.BigIntegerField()
+
+    class Meta:
+        verbose_name = "ownership mode marker"
+
+    def __str__(self) -> str:
+        return f"{self.mode} (since {self.established_at})"
+
+
+class GlobalLease(models.Model):
+    """The ``lease`` mode singleton, fenced on its epoch (SPEC §4.10)."""
+
+    key = models.CharField(max_length=16, primary_key=True, default="lease")
+    epoch = models.BigIntegerField(default=0)
+    holder_id = models.CharField(max_length=200, null=True, blank=True)
+    expires_at = models.BigIntegerField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"lease epoch {self.epoch} held by {self.holder_id or '-'}"
+
+
+class EngineRecord(models.Model):
+    """One row per engine boot, with its heartbeat and exported counters."""
+
+    engine_id = models.CharField(max_length=200, primary_key=True)
+    node_name = models.CharField(max_length=200, blank=True, default="")
+    host = models.CharField(max_length=200, blank=True, default="")
+    pid = models.IntegerField(null=True, blank=True)
+    mode = models.CharField(max_length=32)
+    pool = models.CharField(max_length=32, blank=True, default="")
+    transport = models.CharField(max_length=32, blank=True, default="")
+    started_at = models.BigIntegerField()
+    heartbeat_at = models.BigIntegerField()
+    stopped_at = models.BigIntegerField(null=True, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        verbose_name = "engine"
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return self.engine_id
+
+
+class WorkflowRun(models.Model):
+    """One generation (run) of a workflow id."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow_id = models.CharField(max_length=200, db_index=True)
+    name = models.CharField(max_length=200)
+    status = models.CharField(
+        max_length=16, choices=[(s, s) for s in RUN_STATUSES], default="pending", db_index=True
+    )
+    input = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    parent_position = models.IntegerField(null=True, blank=True)
+    continued_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Version: the fence under OWNERSHIP="none"; bumped by every write.
+    version = models.BigIntegerField(default=0)
+    start_at = models.BigIntegerField(null=True, blank=True, help_text="delayed start, ms")
+    deadline_at = models.BigIntegerField(null=True, blank=True, help_text="execution timeout, ms")
+    wake_at = models.BigIntegerField(null=True, blank=True, help_text="earliest timer, ms")
+    # Bumped by every external non-terminal event (signal, async completion,
+    # child completion, resume); a parked run needs a turn while
+    # ``wake_seq > parked_seq``. The park batch is conditioned on the value it
+    # read, so a signal that lands mid-turn is never lost.
+    wake_seq = models.BigIntegerField(default=0)
+    parked_seq = models.BigIntegerField(default=0)
+    turn_started_at = models.BigIntegerField(null=True, blank=True)
+    turn_pid = models.IntegerField(null=True, blank=True)
+    suspended_reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "workflow run"
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_id"],
+                condition=Q(status__in=LIVE_STATUSES),
+                name="weft_one_live_run_per_workflow_id",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "wake_at"], name="weft_run_status_wake_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} ({self.name}, {self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class JournalEntry(models.Model):
+    """A recorded command result at a position of a run's journal."""
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="journal")
+    position = models.IntegerField(help_text="order in which events were recorded")
+    kind = models.CharField(max_length=32)
+    command = models.IntegerField(
+        null=True, blank=True, help_text="the leaf command (n-th yielded) this event settles"
+    )
+    target = models.CharField(max_length=200, blank=True, default="")
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    engine_id = models.CharField(max_length=200, blank=True, default="")
+    epoch = models.BigIntegerField(default=0)
+    at_ms = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="weft_journal_run_position")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.position}: {self.kind} {self.target}"
+
+
+class Timer(models.Model):
+    """A durable timer: a sleep, a wait timeout, a retry backoff, a deadline."""
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="timers")
+    position = models.IntegerField(null=True, blank=True, help_text="the command it belongs to")
+    kind = models.CharField(max_length=32)
+    fire_at = models.BigIntegerField(db_index=True)
+    dispatched_at = models.BigIntegerField(null=True, blank=True)
+    engine_id = models.CharField(max_length=200, blank=True, default="")
+    epoch = models.BigIntegerField(default=0)
+    payload = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["fire_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.fire_at}"
+
+
+class SignalMessage(models.Model):
+    """A signal buffered durably until the run consumes it."""
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="signals")
+    name = models.CharField(max_length=200)
+    payload = models.JSONField(null=True, blank=True)
+    consumed_at_position = models.IntegerField(null=True, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["run", "name"], name="weft_signal_run_name_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} -> {self.run_id}"
+
+
+class AsyncActivity(models.Model):
+    """A single-use token handed to the outside world; stored hashed."""
+
+    token_hash = models.CharField(max_length=64, primary_key=True)
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="async_activities")
+    position = models.IntegerField()
+    target = models.CharField(max_length=200, blank=True, default="")
+    status = models.CharField(max_length=16, default="pending")
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "async activities"
+
+    def __str__(self) -> str:
+        return f"{self.target or 'async'} ({self.status})"

@@ -1,0 +1,125 @@
+"""Start-up gates (SPEC §4.3), run by ``Engine.boot()`` before anything else.
+
+1. Capability: the database can run the conditional batch safely.
+2. Mode marker: every engine sharing a store under a fencing mode agrees on
+   the mode. Absent → established with a CAS on absence; present and
+   different → ``OwnershipModeMismatchError``; present but undecodable →
+   an error (never silently re-stamped). A ``none`` engine never writes the
+   marker but refuses a store stamped for fencing.
+Then a clock check: the engine clock must agree with the database clock
+within one renew interval, or expiry judgments would be wrong.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
+
+from weft_django.errors import OwnershipModeMismatchError
+from weft_django.models import OwnershipModeMarker
+from weft_django.ownership.batch import Insert, UniqueAbsence, conditional_batch
+from weft_django.ownership.codec import MarkerRecord, decode_marker_row
+from weft_django.ownership.host import OwnershipHost
+
+FENCING_MODES = ("lease", "workflow-lease")
+
+
+def run_gates(host: OwnershipHost) -> MarkerRecord | None:
+    """Run both gates; returns the marker in force (``None`` for ``none``)."""
+    from weft_django.checks import check_database
+
+    mode = host.ownership
+    db = host.settings.database
+    if mode in FENCING_MODES:
+        problems = check_database(db, mode)
+        if problems:
+            raise ImproperlyConfigured(
+                f"OWNERSHIP={mode!r} needs a database that supports the conditional batch: "
+                + "; ".join(p.msg for p in problems)
+            )
+    return check_mode_marker(host)
+
+
+def _read_marker(db: str) -> tuple[str, int] | None:
+    return (
+        OwnershipModeMarker.objects.using(db)
+        .filter(pk="marker")
+        .values_list("mode", "established_at")
+        .first()
+    )
+
+
+def _decode_or_fail(row: tuple[str, int]) -> MarkerRecord:
+    marker = decode_marker_row(*row)
+    if marker is None:
+        raise ImproperlyConfigured(
+            f"The store's ownership mode marker exists but does not decode (mode={row[0]!r}, "
+            f"established_at={row[1]!r}). It is never re-stamped automatically: stop every "
+            "engine and run `manage.py weft_reset_mode`."
+        )
+    return marker
+
+
+def check_mode_marker(host: OwnershipHost) -> MarkerRecord | None:
+    mode = host.ownership
+    db = host.settings.database
+    row = _read_marker(db)
+    if mode not in FENCING_MODES:
+        if row is not None:
+            stored = _decode_or_fail(row)
+            raise OwnershipModeMismatchError(mode, stored.mode, stored.established_at)
+        return None
+    if row is None:
+        absence = UniqueAbsence("ownership-mode-marker")
+        now = host.now_ms()
+        conditional_batch(
+            [absence],
+            [Insert(OwnershipModeMarker(mode=mode, established_at=now), absence)],
+            using=db,
+        )
+        row = _read_marker(db)
+        if row is None:
+            raise ImproperlyConfigured(
+                "Lost the compare-and-swap while establishing the store's ownership mode "
+                "marker, and it is absent again: it was deleted concurrently."
+            )
+    marker = _decode_or_fail(row)
+    if marker.mode != mode:
+        raise OwnershipModeMismatchError(mode, marker.mode, marker.established_at)
+    return marker
+
+
+def database_clock_ms(db: str) -> int | None:
+    """The database server's clock in ms (PostgreSQL), or ``None`` (SQLite)."""
+    connection = connections[db]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint")
+        return int(cursor.fetchone()[0])
+
+
+def check_clock_skew(host: OwnershipHost) -> int | None:
+    """Refuse to start when engine and database clocks differ by > renew interval."""
+    if host.uses_injected_clock:
+        return None
+    db = host.settings.database
+    before = host.now_ms()
+    db_now = database_clock_ms(db)
+    if db_now is None:
+        return None
+    after = host.now_ms()
+    skew = db_now - (before + after) // 2
+    limit = host.settings.claim_renew_interval_ms
+    if abs(skew) > limit:
+        raise ImproperlyConfigured(
+            f"The engine clock differs from the database clock by {skew} ms, more than "
+            f"CLAIM_RENEW_INTERVAL ({limit} ms); fix NTP before starting engines."
+        )
+    return skew
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000

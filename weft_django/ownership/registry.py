@@ -1,0 +1,409 @@
+"""``ClaimRegistry`` (SPEC §4.9): this engine's view of the claims it holds.
+
+Invariants:
+- A lost race is a *result*, never an exception; only a database error raises.
+- The registry remembers the exact holder columns it last wrote for each
+  claim and conditions its renewals and its own releases on them, so a
+  claim changed by anyone else is noticed, never silently renewed back.
+- Renewing every held claim is ONE statement (``UPDATE … RETURNING``) for
+  any number of claims. Scope ``"held"`` (a standalone engine) matches each
+  row on its exact holder; scope ``"engine"`` (a Celery node, whose claims
+  are taken by several pool processes) renews every row carrying this
+  engine id, and a claim renewed last pass but not returned now was lost.
+- Tracking starts only after the acquiring batch committed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from django.db import connections
+
+from weft_django.models import WorkflowClaim
+from weft_django.ownership.batch import conditional_batch
+from weft_django.ownership.cooldown import TakeoverCooldown
+from weft_django.ownership.codec import HolderRecord
+from weft_django.ownership.metrics import ClaimMetrics
+from weft_django.ownership.transitions import (
+    ClaimSnapshot,
+    Transition,
+    build_acquire,
+    build_release,
+    build_takeover,
+    is_claim_expired,
+)
+from weft_django.warnings import warn_claim_lost
+
+RenewScope = Literal["held", "engine"]
+
+
+@dataclass(frozen=True)
+class AcquireResult:
+    status: Literal["acquired", "lost-race"]
+    workflow_id: str
+    epoch: int | None = None
+    held_by: str | None = None
+
+
+@dataclass(frozen=True)
+class TakeoverResult:
+    status: Literal["acquired", "backoff-skipped", "no-claim", "not-expired", "lost-race"]
+    workflow_id: str
+    epoch: int | None = None
+    held_by: str | None = None
+    expires_at: int | None = None
+
+
+@dataclass(frozen=True)
+class RenewOutcome:
+    workflow_id: str
+    status: Literal["renewed", "lost", "not-held"]
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    status: Literal["released", "lost-race", "not-held"]
+    workflow_id: str
+
+
+@dataclass(frozen=True)
+class AcquirePreparation:
+    """A fresh read turned into acquire conditions and writes; never reused."""
+
+    workflow_id: str
+    transition: Transition
+
+
+class ClaimRegistry:
+    """Acquire, take over, renew and release claims for one engine."""
+
+    def __init__(
+        self,
+        *,
+        engine_id: str,
+        clock: Callable[[], int],
+        claim_ttl_ms: int,
+        claim_renew_interval_ms: int,
+        using: str = "default",
+        metrics: ClaimMetrics | None = None,
+        renew_scope: RenewScope = "held",
+    ) -> None:
+        self.engine_id = engine_id
+        self.clock = clock
+        self.claim_ttl_ms = claim_ttl_ms
+        self.claim_renew_interval_ms = claim_renew_interval_ms
+        self.using = using
+        self.metrics = metrics if metrics is not None else ClaimMetrics()
+        self.renew_scope = renew_scope
+        self.cooldown = TakeoverCooldown(claim_renew_interval_ms)
+        self._claims: dict[str, HolderRecord] = {}
+        self._releasing: set[str] = set()
+        self._lock = threading.RLock()
+        self._renew_lock = threading.Lock()
+
+    # -- reads ---------------------------------------------------------------
+    def read(self, workflow_id: str) -> ClaimSnapshot:
+        """A fresh, unlocked read of the claim row (missing row = never claimed)."""
+        row = (
+            WorkflowClaim.objects.using(self.using)
+            .filter(pk=workflow_id)
+            .values_list("epoch", "engine_id", "expires_at", "claimed_at")
+            .first()
+        )
+        if row is None:
+            return ClaimSnapshot(workflow_id)
+        return ClaimSnapshot(workflow_id, *row)
+
+    def current_epoch(self, workflow_id: str) -> int | None:
+        with self._lock:
+            holder = self._claims.get(workflow_id)
+            return holder.epoch if holder is not None else None
+
+    def holder(self, workflow_id: str) -> HolderRecord | None:
+        with self._lock:
+            return self._claims.get(workflow_id)
+
+    def tracked(self) -> list[str]:
+        with self._lock:
+            return list(self._claims)
+
+    def _held_by(self, workflow_id: str) -> str | None:
+        holder = self.read(workflow_id).holder
+        return holder.engine_id if holder is not None else None
+
+    def _track(self, workflow_id: str, holder: HolderRecord) -> None:
+        with self._lock:
+            self._claims[workflow_id] = holder
+            self.metrics.set_active_claims(len(self._claims))
+        self.cooldown.clear(workflow_id)
+
+    def _untrack(self, workflow_id: str, expected: HolderRecord | None = None) -> None:
+        with self._lock:
+            current = self._claims.get(workflow_id)
+            if current is not None and (expected is None or current is expected):
+                del self._claims[workflow_id]
+            self.metrics.set_active_claims(len(self._claims))
+
+    # -- acquire -------------------------------------------------------------
+    def prepare_acquire(self, workflow_id: str) -> AcquirePreparation:
+        snapshot = self.read(workflow_id)
+        transition = build_acquire(
+            snapshot, engine_id=self.engine_id, now=self.clock(), ttl_ms=self.claim_ttl_ms
+        )
+        return AcquirePreparation(workflow_id, transition)
+
+    def record_folded_acquire(self, preparation: AcquirePreparation) -> None:
+        """Track a claim whose acquire the caller committed in its own batch."""
+        assert preparation.transition.holder is not None
+        self._track(preparation.workflow_id, preparation.transition.holder)
+        self.metrics.record_claim_attempt("acquired")
+
+    def acquire(self, workflow_id: str) -> AcquireResult:
+        """Standalone acquire: CAS {holder absent, epoch = e read} → e+1."""
+        snapshot = self.read(workflow_id)
+        if not snapshot.holder_absent:
+            holder = snapshot.holder
+            self.metrics.record_claim_attempt("lost_race")
+            return AcquireResult(
+                "lost-race", workflow_id, held_by=holder.engine_id if holder else None
+            )
+        transition = build_acquire(
+            snapshot, engine_id=self.engine_id, now=self.clock(), ttl_ms=self.claim_ttl_ms
+        )
+        result = conditional_batch(transition.conditions, transition.writes, using=self.using)
+        if result.committed:
+            assert transition.holder is not None
+            self._track(workflow_id, transition.holder)
+            self.metrics.record_claim_attempt("acquired")
+            return AcquireResult("acquired", workflow_id, epoch=transition.epoch)
+        self.metrics.record_claim_attempt("lost_race")
+        return AcquireResult("lost-race", workflow_id, held_by=self._held_by(workflow_id))
+
+    # -- takeover ------------------------------------------------------------
+    def takeover(self, workflow_id: str) -> TakeoverResult:
+        """Take over an expired (or undecodable) holder at stored epoch + 1."""
+        now = self.clock()
+        if self.cooldown.is_active(workflow_id, now):
+            self.metrics.record_claim_attempt("backoff_skipped")
+            return TakeoverResult("backoff-skipped", workflow_id)
+        snapshot = self.read(workflow_id)
+        if snapshot.holder_absent:
+            return TakeoverResult("no-claim", workflow_id)
+        holder = snapshot.holder
+        if holder is not None and not is_claim_expired(
+            expires_at=holder.expires_at, now=now, renew_interval_ms=self.claim_renew_interval_ms
+        ):
+            return TakeoverResult(
+                "not-expired", workflow_id, held_by=holder.engine_id, expires_at=holder.expires_at
+            )
+        transition = build_takeover(
+            snapshot, engine_id=self.engine_id, now=now, ttl_ms=self.claim_ttl_ms
+        )
+        result = conditional_batch(transition.conditions, transition.writes, using=self.using)
+        if result.committed:
+            assert transition.holder is not None
+            self._track(workflow_id, transition.holder)
+            self.metrics.record_claim_attempt("takeover")
+            return TakeoverResult("acquired", workflow_id, epoch=transition.epoch)
+        self.metrics.record_claim_attempt("lost_race")
+        return TakeoverResult("lost-race", workflow_id, held_by=self._held_by(workflow_id))
+
+    # -- renew ---------------------------------------------------------------
+    def renew_all(self) -> list[RenewOutcome]:
+        """Renew every held claim in one statement; a database error propagates."""
+        with self._renew_lock:
+            if self.renew_scope == "engine":
+                return self._renew_engine_scope()
+            with self._lock:
+                snapshot = {
+                    wid: h for wid, h in self._claims.items() if wid not in self._releasing
+                }
+                outcomes: list[RenewOutcome] = [
+                    RenewOutcome(wid, "not-held") for wid in self._claims if wid in self._releasing
+                ]
+            if not snapshot:
+                return outcomes
+            now = self.clock()
+            new_expires = now + self.claim_ttl_ms
+            renewed = renew_exact_holders(self.using, snapshot, new_expires)
+            lost: list[str] = []
+            with self._lock:
+                for wid, old in snapshot.items():
+                    current = self._claims.get(wid)
+                    if current is not old:
+                        outcomes.append(RenewOutcome(wid, "not-held"))
+                    elif wid in renewed:
+                        # Refresh the cache even if a release began meanwhile: the
+                        # release waits for this pass and then CASes on these columns.
+                        self._claims[wid] = HolderRecord(
+                            old.engine_id, old.epoch, new_expires, old.claimed_at
+                        )
+                        outcomes.append(RenewOutcome(wid, "renewed"))
+                    elif wid in self._releasing:
+                        outcomes.append(RenewOutcome(wid, "not-held"))
+                    else:
+                        del self._claims[wid]
+                        lost.append(wid)
+                        outcomes.append(RenewOutcome(wid, "lost"))
+                self.metrics.set_active_claims(len(self._claims))
+            for wid in lost:
+                self._record_loss(wid, now, snapshot[wid].epoch)
+            return outcomes
+
+    def _renew_engine_scope(self) -> list[RenewOutcome]:
+        now = self.clock()
+        new_expires = now + self.claim_ttl_ms
+        rows = renew_engine_rows(self.using, self.engine_id, new_expires)
+        outcomes: list[RenewOutcome] = []
+        lost: list[tuple[str, int]] = []
+        with self._lock:
+            previous = dict(self._claims)
+            fresh = {
+                wid: HolderRecord(self.engine_id, epoch, new_expires, claimed_at)
+                for wid, epoch, claimed_at in rows
+                if wid not in self._releasing
+            }
+            for wid, old in previous.items():
+                if wid in self._releasing:
+                    outcomes.append(RenewOutcome(wid, "not-held"))
+                elif wid not in fresh or fresh[wid].epoch != old.epoch:
+                    lost.append((wid, old.epoch))
+                    outcomes.append(RenewOutcome(wid, "lost"))
+            outcomes.extend(RenewOutcome(wid, "renewed") for wid in fresh)
+            self._claims = {**{w: h for w, h in previous.items() if w in self._releasing}, **fresh}
+            self.metrics.set_active_claims(len(self._claims))
+        for wid, epoch in lost:
+            self._record_loss(wid, now, epoch)
+        return outcomes
+
+    def _record_loss(self, workflow_id: str, now: int, epoch: int) -> None:
+        self.cooldown.record_deposition(workflow_id, now)
+        self.metrics.record_renewal_failure()
+        self.metrics.record_claim_attempt("deposed")
+        warn_claim_lost(workflow_id, engine_id=self.engine_id, epoch=epoch, during="renewal")
+
+    # -- release -------------------------------------------------------------
+    def release(self, workflow_id: str, expected_epoch: int | None = None) -> ReleaseResult:
+        """CAS {epoch = mine, holder = mine} → delete the holder, keep the epoch."""
+        with self._lock:
+            self._releasing.add(workflow_id)
+        try:
+            with self._renew_lock:  # wait for an in-flight renewal pass
+                pass
+            with self._lock:
+                holder = self._claims.get(workflow_id)
+            if holder is None or (expected_epoch is not None and holder.epoch != expected_epoch):
+                return ReleaseResult("not-held", workflow_id)
+            # Engine scope: sibling pool processes renew this engine's rows too, so
+            # expires_at may have moved; compare the owner at the epoch instead.
+            exact = self.renew_scope != "engine"
+            transition = build_release(workflow_id, holder, now=self.clock(), exact=exact)
+            try:
+                result = conditional_batch(
+                    transition.conditions, transition.writes, using=self.using
+                )
+            finally:
+                self._untrack(workflow_id, holder)
+            return ReleaseResult("released" if result.committed else "lost-race", workflow_id)
+        finally:
+            with self._lock:
+                self._releasing.discard(workflow_id)
+
+    def prepare_release(self, workflow_id: str, reason: str = "") -> Transition | None:
+        """Release conditions and writes to fold into a terminal commit.
+
+        Marks the id as releasing so a concurrent renewal reports ``not-held``
+        instead of a false loss; call ``finish_release`` afterwards.
+        """
+        with self._lock:
+            holder = self._claims.get(workflow_id)
+            if holder is None:
+                return None
+            self._releasing.add(workflow_id)
+        return build_release(workflow_id, holder, now=self.clock(), exact=False, reason=reason)
+
+    def finish_release(self, workflow_id: str, committed: bool) -> None:
+        with self._lock:
+            self._releasing.discard(workflow_id)
+            if committed:
+                self._claims.pop(workflow_id, None)
+            self.metrics.set_active_claims(len(self._claims))
+
+    def forget(self, workflow_id: str) -> None:
+        """Drop local tracking only (the holder is already gone durably)."""
+        self._untrack(workflow_id)
+
+    def release_all(self) -> list[ReleaseResult]:
+        """Best-effort release of every claim (graceful shutdown)."""
+        results: list[ReleaseResult] = []
+        for wid in self.tracked():
+            try:
+                results.append(self.release(wid))
+            except Exception:  # best effort: the claim expires anyway
+                self._untrack(wid)
+        return results
+
+
+def takeover_with_retries(
+    registry: ClaimRegistry, workflow_id: str, max_attempts: int | None = None
+) -> TakeoverResult:
+    """Retry a lost takeover CAS with a fresh read, at most ``TAKEOVER_MAX_ATTEMPTS``."""
+    from weft_django.ownership import TAKEOVER_MAX_ATTEMPTS
+
+    attempts = max_attempts or TAKEOVER_MAX_ATTEMPTS
+    result = TakeoverResult("lost-race", workflow_id)
+    for _ in range(attempts):
+        result = registry.takeover(workflow_id)
+        if result.status != "lost-race":
+            return result
+    return result
+
+
+def renew_exact_holders(using: str, holders: dict[str, HolderRecord], new_expires: int) -> set[str]:
+    """One ``UPDATE … RETURNING`` renewing rows that still carry the exact holder."""
+    table = WorkflowClaim._meta.db_table
+    payload = json.dumps(
+        [[wid, h.epoch, h.engine_id, h.expires_at, h.claimed_at] for wid, h in holders.items()]
+    )
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        sql = (
+            f"UPDATE {table} AS c SET expires_at = %s "
+            "FROM jsonb_to_recordset(%s::jsonb) AS v(w text, e bigint, g text, x bigint, c bigint) "
+            "WHERE c.workflow_id = v.w AND c.epoch = v.e AND c.engine_id = v.g "
+            "AND c.expires_at = v.x AND c.claimed_at = v.c RETURNING c.workflow_id"
+        )
+        payload = json.dumps(
+            [
+                {"w": wid, "e": h.epoch, "g": h.engine_id, "x": h.expires_at, "c": h.claimed_at}
+                for wid, h in holders.items()
+            ]
+        )
+    else:
+        sql = (
+            f"UPDATE {table} SET expires_at = %s WHERE "
+            "(workflow_id, epoch, engine_id, expires_at, claimed_at) IN ("
+            "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), "
+            "json_extract(value, '$[2]'), json_extract(value, '$[3]'), "
+            "json_extract(value, '$[4]') FROM json_each(%s)) RETURNING workflow_id"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [new_expires, payload])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def renew_engine_rows(using: str, engine_id: str, new_expires: int) -> list[tuple[str, int, int]]:
+    """Renew every holder row carrying ``engine_id``; returns (id, epoch, claimed_at)."""
+    table = WorkflowClaim._meta.db_table
+    sql = (
+        f"UPDATE {table} SET expires_at = %s WHERE engine_id = %s "
+        "AND expires_at IS NOT NULL AND claimed_at IS NOT NULL "
+        "RETURNING workflow_id, epoch, claimed_at"
+    )
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, [new_expires, engine_id])
+        return [(r[0], int(r[1]), int(r[2])) for r in cursor.fetchall()]

@@ -1,0 +1,178 @@
+"""Ownership warnings: the loud, non-fatal signals of a fenced engine (SPEC §4.8).
+
+Why this module exists: losing a claim or discarding a stale wake is *correct*
+behaviour under fenced ownership (another engine took over; this one must
+stop), so it must not raise -- but an operator has to be able to see it, and
+a test suite has to be able to assert it. Each event is therefore reported
+twice through one helper:
+
+* ``warnings.warn(<instance>)`` with a ``RuntimeWarning`` subclass that
+  carries its fields as attributes (``pytest.warns`` / ``-W error`` friendly;
+  a project running pytest with ``-W error`` adds
+  ``ignore::weft_django.warnings.WeftWarning`` to its ``filterwarnings``);
+* a WARNING on the ``weft_django.ownership`` logger whose record carries
+  ``record.weft = {..fields, "event": <name>}`` for structured log pipelines.
+
+The wake-kind closed set lives here (the wake guard re-exports it) because it
+names both a warning field and a metric label; keeping it in a module with no
+imports lets every layer use it without an upward dependency.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, Final, Literal, get_args
+
+__all__ = [
+    "LEASE_LOST_REASONS",
+    "WAKE_KINDS",
+    "WARNING_CLASSES",
+    "LeaseLostReason",
+    "WakeKind",
+    "WeftLeaseLostWarning",
+    "WeftWarning",
+    "WeftWorkflowClaimLostWarning",
+    "WeftWorkflowWakeDiscardedWarning",
+    "warn_claim_lost",
+    "warn_lease_lost",
+    "warn_wake_discarded",
+]
+
+logger = logging.getLogger("weft_django.ownership")
+
+WakeKind = Literal[
+    "sleep",
+    "wait-condition",
+    "signal",
+    "async-activity",
+    "child-completion",
+    "inline-macrotask-drive",
+]
+WAKE_KINDS: Final[tuple[WakeKind, ...]] = get_args(WakeKind)
+"""weft's six wake kinds, in weft's order (SPEC §4.7)."""
+
+LeaseLostReason = Literal["deposed", "renewal-unconfirmable"]
+LEASE_LOST_REASONS: Final[tuple[LeaseLostReason, ...]] = get_args(LeaseLostReason)
+"""Why the global lease was reported lost: fenced out, or a renewal that could
+not be confirmed (transient; the engine does not halt for it)."""
+
+
+def _rebuild_warning(cls: type[WeftWarning], fields: dict[str, Any]) -> WeftWarning:
+    return cls(**fields)
+
+
+class WeftWarning(RuntimeWarning):
+    """Base class of every weft-django warning. Filter on this to silence them all."""
+
+    _fields: tuple[str, ...] = ()
+
+    def fields(self) -> dict[str, Any]:
+        """The warning's fields by name (what its logging ``extra`` carries)."""
+        return {name: getattr(self, name) for name in self._fields}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuild from fields, not from ``args`` (which holds only the message).
+        return (_rebuild_warning, (type(self), self.fields()))
+
+
+class WeftWorkflowClaimLostWarning(WeftWarning):
+    """This engine lost one workflow's claim; it stops driving only that workflow."""
+
+    _fields = ("workflow_id",)
+
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(
+            f'workflow "{workflow_id}" lost its ownership claim: another engine now holds it '
+            "at a newer epoch. This engine stops driving that workflow; its other claimed "
+            "workflows are unaffected."
+        )
+
+
+class WeftWorkflowWakeDiscardedWarning(WeftWarning):
+    """A wake scheduled under an older claim generation was dropped undriven."""
+
+    _fields = ("workflow_id", "wake_kind")
+
+    def __init__(self, workflow_id: str, wake_kind: WakeKind) -> None:
+        self.workflow_id = workflow_id
+        self.wake_kind = wake_kind
+        super().__init__(
+            f'discarded a stale "{wake_kind}" wake for workflow "{workflow_id}": this engine '
+            "no longer holds the claim generation the wake was scheduled under, so the "
+            "workflow is not driven by it."
+        )
+
+
+class WeftLeaseLostWarning(WeftWarning):
+    """The store-wide lease (``"lease"`` mode) was lost (weft's ``WeftEngineLeaseLostWarning``)."""
+
+    _fields = ("holder_id", "reason")
+
+    def __init__(self, holder_id: str, reason: LeaseLostReason = "deposed") -> None:
+        self.holder_id = holder_id
+        self.reason = reason
+        if reason == "renewal-unconfirmable":
+            message = (
+                f'engine "{holder_id}" could not confirm the renewal of the store\'s ownership '
+                "lease; it keeps running and retries, and halts only if a fenced write is "
+                "refused."
+            )
+        else:
+            message = (
+                f'engine "{holder_id}" was deposed: a durable write was fenced out because '
+                "another engine now holds this store's ownership lease at a newer epoch. "
+                "This engine is halting to avoid split-brain writes."
+            )
+        super().__init__(message)
+
+
+WARNING_CLASSES: Final[tuple[type[WeftWarning], ...]] = (
+    WeftWorkflowClaimLostWarning,
+    WeftWorkflowWakeDiscardedWarning,
+    WeftLeaseLostWarning,
+)
+"""Every concrete warning class (the docs test compares against this)."""
+
+
+def _report(instance: WeftWarning, event: str, extra_fields: dict[str, Any]) -> None:
+    # stacklevel=3: this helper -> warn_* -> the caller of warn_*, which is the
+    # code that detected the event (same attribution as ``stacklevel=2`` from
+    # inside warn_*).
+    warnings.warn(instance, stacklevel=3)
+    payload: dict[str, Any] = {**extra_fields, **instance.fields(), "event": event}
+    logger.warning("%s", instance, extra={"weft": payload})
+
+
+def warn_claim_lost(workflow_id: str, **fields: Any) -> WeftWorkflowClaimLostWarning:
+    """Warn and log that this engine lost ``workflow_id``'s claim.
+
+    ``fields`` (e.g. ``engine_id``, ``epoch``) are added to the structured log
+    record; the warning's own fields win on a name clash.
+    """
+    instance = WeftWorkflowClaimLostWarning(workflow_id)
+    _report(instance, "workflow_claim_lost", fields)
+    return instance
+
+
+def warn_wake_discarded(
+    workflow_id: str, wake_kind: WakeKind, **fields: Any
+) -> WeftWorkflowWakeDiscardedWarning:
+    """Warn and log that a stale ``wake_kind`` wake for ``workflow_id`` was discarded.
+
+    ``fields`` (e.g. ``reason``, ``observed_engine_id``, ``observed_epoch``)
+    are added to the structured log record.
+    """
+    instance = WeftWorkflowWakeDiscardedWarning(workflow_id, wake_kind)
+    _report(instance, "workflow_wake_discarded", fields)
+    return instance
+
+
+def warn_lease_lost(
+    holder_id: str, reason: LeaseLostReason = "deposed", **fields: Any
+) -> WeftLeaseLostWarning:
+    """Warn and log that engine ``holder_id`` lost (or could not confirm) the global lease."""
+    instance = WeftLeaseLostWarning(holder_id, reason)
+    _report(instance, "lease_lost", fields)
+    return instance
