@@ -1,8 +1,13 @@
-"""URLs of the example project."""
+"""URLs of the example project: admin, the weft API and its docs, /metrics."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/weft/", include("weft_django.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("", include("django_prometheus.urls")),
 ]

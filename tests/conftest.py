@@ -6,6 +6,8 @@ import pytest
 
 from tests.support import ManualClock
 
+pytest_plugins = ["weft_django.testing"]
+
 
 @pytest.fixture
 def clock() -> ManualClock:

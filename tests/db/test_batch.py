@@ -1,19 +1,35 @@
-"""The conditional batch (SPEC §4.2): check conditions, then write, atomically.
+"""The conditional batch and fenced writes (SPEC §4.2).
 
-Invariants protected: a batch whose condition fails -- checked before any
-write, or discovered by a write's unique constraint after earlier writes --
-applies nothing and names the very condition object that failed; claim rows
-are ensured before they are locked; a lost ``UniqueAbsence`` inside a
-caller's ``transaction.atomic`` leaves that transaction usable; transient
-lock errors are retried only when the batch owns its transaction.
+Invariants protected:
+- check conditions, then write, atomically: a batch whose condition fails --
+  checked before any write, or discovered by a write's unique constraint
+  after earlier writes -- applies nothing and names the very condition object
+  that failed; claim rows are ensured before they are locked; a lost
+  ``UniqueAbsence`` inside a caller's ``transaction.atomic`` leaves that
+  transaction usable; transient lock errors are retried only when the batch
+  owns its transaction;
+- a fenced write commits only under the configured mode's fence (this
+  engine's claim epoch, the global lease epoch, or the run's version); when
+  the *fence* fails the engine was deposed (``EngineDeposedError``, a warning,
+  the claim forgotten), when any other condition fails it is an ordinary
+  ``BatchResult(committed=False)``.
 """
 
 from __future__ import annotations
 
 import pytest
 from django.db import IntegrityError, OperationalError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from weft_django.models import ClaimEvent, GlobalLease, OwnershipModeMarker, WorkflowClaim, WorkflowRun
+from tests.support import ManualClock, StaticHost
+from weft_django.errors import EngineDeposedError
+from weft_django.models import (
+    ClaimEvent,
+    GlobalLease,
+    OwnershipModeMarker,
+    WorkflowClaim,
+    WorkflowRun,
+)
 from weft_django.ownership import batch as batch_module
 from weft_django.ownership.batch import (
     ABSENT_HOLDER,
@@ -30,6 +46,11 @@ from weft_django.ownership.batch import (
     conditional_batch,
     is_retryable,
 )
+from weft_django.ownership.fence import fenced_commit
+from weft_django.ownership.fold import prepare_claim_fold
+from weft_django.ownership.lease import GlobalLeaseManager
+from weft_django.ownership.transitions import ClaimSnapshot, build_rotation
+from weft_django.warnings import WeftLeaseLostWarning, WeftWorkflowClaimLostWarning
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,7 +139,8 @@ def test_unique_absence_lost_inside_an_outer_atomic_leaves_it_usable() -> None:
     with transaction.atomic():
         WorkflowRun.objects.create(workflow_id="before", name="n")
         result = conditional_batch(
-            [absence], [Insert(WorkflowRun(workflow_id="x", name="n", idempotency_key="k1"), absence)]
+            [absence],
+            [Insert(WorkflowRun(workflow_id="x", name="n", idempotency_key="k1"), absence)],
         )
         assert not result.committed
         assert result.failed_condition is absence
@@ -337,3 +359,191 @@ def test_is_retryable_recognises_deadlocks_and_busy_databases() -> None:
     assert is_retryable(OperationalError("database is locked"))
     assert is_retryable(OperationalError("database table is locked"))
     assert not is_retryable(OperationalError("no such table"))
+
+
+# -- fenced writes -------------------------------------------------------------------
+
+
+def _running(workflow_id: str = "wf", version: int = 0) -> WorkflowRun:
+    return WorkflowRun.objects.create(
+        workflow_id=workflow_id, name="n", status="running", version=version
+    )
+
+
+def _journal_write(run: WorkflowRun) -> Update:
+    return Update(WorkflowRun, {"pk": run.pk}, {"wake_at": 123})
+
+
+def _rotate(workflow_id: str, clock: ManualClock) -> None:
+    row = WorkflowClaim.objects.get(pk=workflow_id)
+    snap = ClaimSnapshot(workflow_id, row.epoch, row.engine_id, row.expires_at, row.claimed_at)
+    rotation = build_rotation(snap, actor="admin", now=clock.now, reason="cancel")
+    assert conditional_batch(rotation.conditions, rotation.writes).committed
+
+
+def test_fenced_commit_succeeds_for_the_holder_even_after_renewals(clock: ManualClock) -> None:
+    host = StaticHost("engine-a", clock)
+    run = _running()
+    host.registry.acquire("wf")
+    assert fenced_commit(host, "wf", [], [_journal_write(run)]).committed
+    clock.advance(4_000)
+    host.registry.renew_all()  # expires_at moved: the fence compares owner and epoch
+    result = fenced_commit(
+        host, "wf", [RunCondition(run.id, statuses=frozenset({"running"}))], [_journal_write(run)]
+    )
+    assert result.committed
+    assert WorkflowRun.objects.get(pk=run.pk).wake_at == 123
+
+
+def test_fenced_commit_after_a_rotation_deposes_that_workflow_only(clock: ManualClock) -> None:
+    host = StaticHost("engine-a", clock)
+    run, other = _running("wf"), _running("other")
+    host.registry.acquire("wf")
+    host.registry.acquire("other")
+    _rotate("wf", clock)
+    with (
+        pytest.warns(WeftWorkflowClaimLostWarning) as record,
+        pytest.raises(EngineDeposedError) as info,
+    ):
+        fenced_commit(host, "wf", [], [_journal_write(run)])
+    assert info.value.workflow_id == "wf"
+    assert record[0].message.workflow_id == "wf"
+    assert WorkflowRun.objects.get(pk=run.pk).wake_at is None
+    assert host.registry.tracked() == ["other"]
+    assert host.metrics.snapshot().attempts["deposed"] == 1
+    assert fenced_commit(host, "other", [], [_journal_write(other)]).committed
+
+
+def test_fenced_commit_after_a_takeover_is_deposed(clock: ManualClock) -> None:
+    a, b = StaticHost("engine-a", clock), StaticHost("engine-b", clock)
+    run = _running()
+    a.registry.acquire("wf")
+    clock.advance(a.settings.claim_ttl_ms + 2 * a.settings.claim_renew_interval_ms + 1)
+    b.registry.takeover("wf")
+    with pytest.warns(WeftWorkflowClaimLostWarning), pytest.raises(EngineDeposedError):
+        fenced_commit(a, "wf", [], [_journal_write(run)])
+    assert fenced_commit(b, "wf", [], [_journal_write(run)]).committed
+
+
+def test_fenced_commit_without_a_tracked_claim_raises_before_any_query(
+    clock: ManualClock,
+) -> None:
+    host = StaticHost("engine-a", clock)
+    run = _running()
+    with (
+        CaptureQueriesContext(connection) as queries,
+        pytest.warns(WeftWorkflowClaimLostWarning),
+        pytest.raises(EngineDeposedError) as info,
+    ):
+        fenced_commit(host, "wf", [], [_journal_write(run)])
+    assert info.value.workflow_id == "wf"
+    assert len(queries) == 0
+
+
+def test_a_failed_non_fence_condition_is_returned_not_raised(clock: ManualClock) -> None:
+    host = StaticHost("engine-a", clock)
+    run = _running()
+    host.registry.acquire("wf")
+    parked_only = RunCondition(run.id, statuses=frozenset({"parked"}))
+    result = fenced_commit(host, "wf", [parked_only], [_journal_write(run)])
+    assert (result.committed, result.failed_condition) == (False, parked_only)
+    assert host.registry.tracked() == ["wf"]
+    assert WorkflowRun.objects.get(pk=run.pk).wake_at is None
+
+
+def test_a_fold_commits_with_the_fenced_write_and_is_tracked_after(clock: ManualClock) -> None:
+    """A child's start: the parent's fenced write carries the child's acquire."""
+    host = StaticHost("engine-a", clock)
+    parent = _running("parent")
+    host.registry.acquire("parent")
+    fold = prepare_claim_fold(host, "child")
+    child = Insert(WorkflowRun(workflow_id="child", name="n", status="running", parent=parent))
+    result = fenced_commit(host, "parent", [], [_journal_write(parent), child], folds=[fold])
+    assert result.committed
+    assert sorted(host.registry.tracked()) == ["child", "parent"]
+    row = WorkflowClaim.objects.get(pk="child")
+    assert (row.epoch, row.engine_id) == (1, "engine-a")
+
+
+def test_a_lost_fold_is_an_ordinary_lost_race(clock: ManualClock) -> None:
+    a, b = StaticHost("engine-a", clock), StaticHost("engine-b", clock)
+    parent = _running("parent")
+    a.registry.acquire("parent")
+    fold = prepare_claim_fold(a, "child")
+    b.registry.acquire("child")
+    result = fenced_commit(a, "parent", [], [_journal_write(parent)], folds=[fold])
+    assert (result.committed, result.failed_condition) == (False, fold.conditions[0])
+    assert a.registry.tracked() == ["parent"]
+    assert WorkflowRun.objects.get(pk=parent.pk).wake_at is None
+
+
+def _lease_host(engine_id: str, clock: ManualClock, lost: list) -> StaticHost:
+    settings = StaticHost("x", clock, ownership="none").settings
+    lease = GlobalLeaseManager(
+        holder_id=engine_id,
+        clock=clock,
+        ttl_ms=settings.lease_ttl_ms,
+        renew_interval_ms=settings.lease_renew_interval_ms,
+        wait_timeout_ms=settings.lease_wait_timeout_ms,
+        on_lost=lost.append,
+    )
+    return StaticHost(engine_id, clock, ownership="lease", lease=lease)
+
+
+def test_lease_mode_fence(clock: ManualClock) -> None:
+    lost: list[str] = []
+    a = _lease_host("engine-a", clock, lost)
+    b = _lease_host("engine-b", clock, [])
+    run = _running()
+    assert a.lease.acquire() == 1
+    assert fenced_commit(a, "wf", [], [_journal_write(run)]).committed
+    clock.advance(a.lease.ttl_ms + 2 * a.lease.renew_interval_ms + 1)
+    assert b.lease.try_acquire()
+    with pytest.warns(WeftLeaseLostWarning), pytest.raises(EngineDeposedError) as info:
+        fenced_commit(a, "wf", [], [Update(WorkflowRun, {"pk": run.pk}, {"wake_at": 999})])
+    assert info.value.workflow_id is None
+    assert a.lease.deposed
+    assert lost == ["deposed"]
+    assert WorkflowRun.objects.get(pk=run.pk).wake_at == 123
+    # A deposed lease holder refuses every later write before touching the database.
+    with CaptureQueriesContext(connection) as queries, pytest.raises(EngineDeposedError):
+        fenced_commit(a, "wf", [], [_journal_write(run)])
+    assert len(queries) == 0
+    assert fenced_commit(b, "wf", [], [_journal_write(run)]).committed
+
+
+def test_lease_fence_uses_the_lease_holder_id(clock: ManualClock) -> None:
+    host = _lease_host("engine-a", clock, [])
+    host.lease.holder_id = "engine-a/lease"
+    run = _running()
+    host.lease.acquire()
+    assert fenced_commit(host, "wf", [], [_journal_write(run)]).committed
+
+
+def test_lease_mode_without_the_lease_is_deposed(clock: ManualClock) -> None:
+    host = StaticHost("engine-a", clock, ownership="lease")
+    with pytest.raises(EngineDeposedError):
+        fenced_commit(host, "wf", [], [])
+    host = _lease_host("engine-a", clock, [])  # never acquired
+    with pytest.raises(EngineDeposedError):
+        fenced_commit(host, "wf", [], [])
+
+
+def test_none_mode_fences_on_the_run_version(clock: ManualClock) -> None:
+    host = StaticHost("engine-a", clock, ownership="none")
+    run = _running(version=3)
+    bump = Update(WorkflowRun, {"pk": run.pk}, {"version": 4, "wake_at": 1})
+    assert fenced_commit(host, "wf", [], [bump], run_id=run.id, run_version=3).committed
+    stale = Update(WorkflowRun, {"pk": run.pk}, {"version": 4, "wake_at": 2})
+    with pytest.raises(EngineDeposedError) as info:
+        fenced_commit(host, "wf", [], [stale], run_id=run.id, run_version=3)
+    assert info.value.workflow_id == "wf"
+    assert WorkflowRun.objects.get(pk=run.pk).wake_at == 1
+    assert not WorkflowClaim.objects.exists()
+
+
+def test_none_mode_without_a_version_is_a_plain_batch(clock: ManualClock) -> None:
+    host = StaticHost("engine-a", clock, ownership="none")
+    run = _running()
+    assert fenced_commit(host, "wf", [], [_journal_write(run)]).committed
+    assert not WorkflowClaim.objects.exists()

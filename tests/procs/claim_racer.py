@@ -1,26 +1,34 @@
 """A claim racer: one OS process that races others for the same claim.
 
-Run as ``python -m tests.procs.claim_racer ENGINE_ID OPERATION WORKFLOW_ID``
-(``OPERATION`` is ``acquire`` or ``takeover``) with cwd at the repository
-root and the test database's ``DATABASE_URL`` in the environment
-(``tests.support.child_env``).
+Run as::
+
+    python -m tests.procs.claim_racer ENGINE_ID {acquire,takeover} WORKFLOW_ID \
+        [--hold-after-read-ms MS]
+
+with cwd at the repository root and the test database's ``DATABASE_URL`` in
+the environment (``tests.support.child_env``).
 
 Protocol with the parent test: set up Django, build a ``ClaimRegistry`` for
-``ENGINE_ID``, warm the database connection with one query, print ``READY``;
-block on one line of stdin (the start barrier: the parent writes ``GO`` to
-every racer only after all of them are ready); perform the operation once;
-print one JSON line and exit 0.
+``ENGINE_ID`` (wall-clock engine clock, settings' claim timings), warm the
+database connection with one query, print ``READY``; block on one line of
+stdin (the start barrier: the parent writes ``GO`` to every racer only after
+all of them are ready); perform the operation once; print one JSON line and
+exit 0.
 
-The registry's ``read`` is wrapped on this instance (product code is not
-changed) to record each read's result and the wall-clock time it returned,
-so the parent can prove the race was real: losers that read the claim as
-never-claimed before the winner's commit finished lost at the CAS itself.
-Times are ``time.time_ns()`` — comparable across processes, unlike
-``time.monotonic_ns()``.
+Instrumentation, without changing product code: the registry's ``read`` is
+wrapped on this instance to record each read's result and the wall-clock
+times it began and returned (``time.time_ns()``, comparable across
+processes, unlike ``time.monotonic_ns()``), so the parent can show the race
+was real. ``--hold-after-read-ms`` makes the first read's caller wait that
+long before going on to its compare-and-set — the stand-in for the latency
+a real engine has between its read and its batch (a network round trip, a
+GC pause). Without it, a CPU-bound SQLite acquire on two busy cores often
+finishes inside one scheduler slice, before most racers have even woken.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -32,8 +40,17 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="claim_racer")
+    parser.add_argument("engine_id")
+    parser.add_argument("operation", choices=["acquire", "takeover"])
+    parser.add_argument("workflow_id")
+    parser.add_argument("--hold-after-read-ms", type=int, default=0)
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str]) -> int:
-    engine_id, operation, workflow_id = argv
+    args = parse(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     import django
 
@@ -47,16 +64,16 @@ def main(argv: list[str]) -> int:
 
     settings = get_settings()
     registry = ClaimRegistry(
-        engine_id=engine_id,
+        engine_id=args.engine_id,
         clock=wall_ms,
         claim_ttl_ms=settings.claim_ttl_ms,
         claim_renew_interval_ms=settings.claim_renew_interval_ms,
         using=settings.database,
     )
     # Warm the connection *and* the ORM path of the read with one query (of
-    # an id nobody uses), so the racers' first read after the barrier is not
+    # an id nobody uses), so the racers' reads after the barrier are not
     # spread out by per-process cold-start work.
-    registry.read(f"warm-up/{engine_id}")
+    registry.read(f"warm-up/{args.engine_id}")
     journal_mode = None
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
@@ -66,55 +83,52 @@ def main(argv: list[str]) -> int:
     reads: list[dict[str, Any]] = []
     product_read = registry.read
 
-    def recording_read(wid: str) -> ClaimSnapshot:
+    def recording_read(workflow_id: str) -> ClaimSnapshot:
         began = time.time_ns()
-        snapshot = product_read(wid)
+        snapshot = product_read(workflow_id)
         reads.append(
             {
                 "began_ns": began,
-                "t": time.time_ns(),
+                "returned_ns": time.time_ns(),
                 "epoch": snapshot.epoch,
                 "engine_id": snapshot.engine_id,
                 "holder_absent": snapshot.holder_absent,
             }
         )
+        if len(reads) == 1 and args.hold_after_read_ms > 0:
+            time.sleep(args.hold_after_read_ms / 1000)
         return snapshot
 
     registry.read = recording_read  # type: ignore[method-assign]
 
     print("READY", flush=True)
-    go = sys.stdin.readline().split()
-    if not go or go[0] != "GO":
+    if sys.stdin.readline().strip() != "GO":
         return 3
-    if len(go) > 1:  # "GO <time_ns>": start together at that wall-clock instant
-        time.sleep(max(0, int(go[1]) - time.time_ns()) / 1e9)
-    start = time.time_ns()
-    if operation == "acquire":
-        result: Any = registry.acquire(workflow_id)
-    elif operation == "takeover":
-        result = registry.takeover(workflow_id)
+    started = time.time_ns()
+    if args.operation == "acquire":
+        result: Any = registry.acquire(args.workflow_id)
     else:
-        raise SystemExit(f"unknown operation {operation!r}")
-    finish = time.time_ns()
-    first = reads[0] if reads else None
+        result = registry.takeover(args.workflow_id)
+    finished = time.time_ns()  # after the batch committed (or was refused)
+    first = reads[0] if reads else {}
     print(
         json.dumps(
             {
-                "engine_id": engine_id,
+                "engine_id": args.engine_id,
                 "pid": os.getpid(),
                 "vendor": connection.vendor,
                 "journal_mode": journal_mode,
                 "status": result.status,
                 "epoch": result.epoch,
                 "held_by": result.held_by,
-                "start_ns": start,
+                "start_ns": started,
                 "reads": reads,
-                "read_began_ns": first["began_ns"] if first else None,
-                "read_ns": first["t"] if first else None,
-                "read_epoch": first["epoch"] if first else None,
-                "read_holder_absent": first["holder_absent"] if first else None,
-                "read_engine_id": first["engine_id"] if first else None,
-                "finish_ns": finish,
+                "read_began_ns": first.get("began_ns"),
+                "read_ns": first.get("returned_ns"),
+                "read_epoch": first.get("epoch"),
+                "read_holder_absent": first.get("holder_absent"),
+                "read_engine_id": first.get("engine_id"),
+                "finish_ns": finished,
             }
         ),
         flush=True,

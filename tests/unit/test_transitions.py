@@ -268,9 +268,7 @@ def test_expiry_is_strict_at_expires_at_plus_two_renew_intervals() -> None:
     expires_at = NOW
     boundary = expires_at + 2 * RENEW
     assert not is_claim_expired(expires_at=expires_at, now=expires_at, renew_interval_ms=RENEW)
-    assert not is_claim_expired(
-        expires_at=expires_at, now=boundary - 1, renew_interval_ms=RENEW
-    )
+    assert not is_claim_expired(expires_at=expires_at, now=boundary - 1, renew_interval_ms=RENEW)
     assert not is_claim_expired(expires_at=expires_at, now=boundary, renew_interval_ms=RENEW)
     assert is_claim_expired(expires_at=expires_at, now=boundary + 1, renew_interval_ms=RENEW)
 

@@ -111,8 +111,15 @@ class Engine:
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
+        # Renewal outlives ``_stopping``: claims stay renewed while in-flight
+        # turns finish during ``dispose``'s grace, until they are released.
+        self._renew_stop = threading.Event()
         self._wake = threading.Event()
         self._listener: Any = None
+        # run id -> leaf commands its body had yielded when this engine last
+        # parked it: keeps ctx.logger silent for body code a later turn
+        # re-runs (an in-memory hint only, like a cached generator).
+        self.parked_commands: dict[str, int] = {}
 
     # -- OwnershipHost -----------------------------------------------------------
     @property
@@ -151,6 +158,10 @@ class Engine:
             heartbeat_at=now,
         )
         self.booted = True
+        if self.uses_injected_clock:
+            from weft_django.engine import external
+
+            external.use_engine_clock(self._clock)
         logger.info("engine %s booted (ownership=%s)", self.engine_id, self.ownership)
         return self
 
@@ -177,6 +188,7 @@ class Engine:
                         break
                 time.sleep(0.05)
             self._pool.shutdown(wait=False, cancel_futures=True)
+        self._renew_stop.set()
         for thread in self._threads:
             thread.join(timeout=max(1.0, grace))
         try:
@@ -194,6 +206,11 @@ class Engine:
                 ).update(stopped_at=self.now_ms())
             except Exception:
                 logger.warning("could not mark engine %s stopped", self.engine_id, exc_info=True)
+        if self.uses_injected_clock:
+            from weft_django.engine import external
+
+            if external.engine_clock() is self._clock:
+                external.use_engine_clock(None)
         logger.info("engine %s stopped", self.engine_id)
 
     # -- driving ---------------------------------------------------------------------
@@ -347,7 +364,7 @@ class Engine:
         interval = self.settings.claim_renew_interval_ms / 1000
         if self.ownership == "lease":
             interval = self.settings.lease_renew_interval_ms / 1000
-        while not self._stopping.wait(interval):
+        while not self._renew_stop.wait(interval):
             try:
                 close_old_connections()
                 self.maintenance.renew()
@@ -368,6 +385,11 @@ class Engine:
                 connections[self.settings.database].close_if_unusable_or_obsolete()
             self._wake.wait(interval)
             self._wake.clear()
+
+    @property
+    def stopping(self) -> bool:
+        """``dispose()`` began (or the lease was lost): turns stop at their next checkpoint."""
+        return self._stopping.is_set()
 
     @property
     def inflight(self) -> int:

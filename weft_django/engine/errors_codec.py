@@ -22,10 +22,11 @@ _BY_CODE: dict[str, type[weft_errors.WeftError]] = {
 def error_record(exc: BaseException, *, with_traceback: bool = False) -> dict[str, Any]:
     record: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     if isinstance(exc, weft_errors.WeftError):
-        data = exc.as_dict()
-        record["code"] = data.pop("code", exc.code)
-        data.pop("message", None)
-        record["fields"] = _jsonable(data)
+        # The constructor fields by name (not ``as_dict()``, whose keys may be
+        # renamed, e.g. ActivityError's "error_message"), so ``rebuild_error``
+        # can call the class with them.
+        record["code"] = exc.code
+        record["fields"] = _jsonable(exc.fields())
     if with_traceback:
         record["traceback"] = "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__)

@@ -13,7 +13,7 @@ under lock in the batch, retrying on a concurrent change.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from weft_django.conf import get_settings
+from weft_django.engine.payload import normalize
 from weft_django.engine.store import bump_parent, hash_token
 from weft_django.errors import AsyncActivityTokenError, InvalidTransitionError, WorkflowNotFound
 from weft_django.models import (
@@ -48,8 +49,31 @@ from weft_django.transports.notify import WAKE_CHANNEL, notify_on_commit
 MAX_ATTEMPTS = 8
 
 
+_engine_clock: Callable[[], int] | None = None
+
+
 def wall_ms() -> int:
+    """Now, in ms of the engine clock (SPEC §4.4 "Times are the engine clock").
+
+    The wall clock, unless an engine booted in this process with an injected
+    clock (tests, the test kit): then client-side times (``start_after``,
+    ``execution_timeout``, rotation timestamps, ``ownership_status``) use that
+    clock too, so they compare with the engine's timers and claims.
+    """
+    clock = _engine_clock
+    if clock is not None:
+        return int(clock())
     return time.time_ns() // 1_000_000
+
+
+def use_engine_clock(clock: Callable[[], int] | None) -> None:
+    """Install (or, with ``None``, remove) the injected clock of this process's engine."""
+    global _engine_clock
+    _engine_clock = clock
+
+
+def engine_clock() -> Callable[[], int] | None:
+    return _engine_clock
 
 
 def latest_run(workflow_id: str, using: str | None = None) -> WorkflowRun:
@@ -328,6 +352,8 @@ def signal(workflow_id: str, name: str, payload: Any) -> SignalMessage:
     db = get_settings().database
     if not isinstance(name, str) or not name or len(name) > 200:
         raise ValueError(f"signal name must be a non-empty string of at most 200 characters, got {name!r}")
+    # JSON only (SPEC §1): refused here, before anything is written.
+    payload = normalize(f"payload of signal {name!r}", payload)
     for _ in range(MAX_ATTEMPTS):
         run = latest_run(workflow_id, db)
         if run.status in TERMINAL_STATUSES:

@@ -158,13 +158,19 @@ class Replay:
         events: list[Event],
         clock_ms: Callable[[], int],
         record: bool = True,
+        replayed_commands: int = 0,
     ) -> None:
         self.definition = definition
         self.workflow_id = workflow_id
         self.events = list(events)
         self.clock_ms = clock_ms
         self.record = record  # False for read-only queries
+        # How many leaf commands the body had yielded when an earlier turn
+        # parked it: body code that runs before yielding that many commands
+        # already ran (and logged) once, even past the last journal event.
+        self.replayed_commands = replayed_commands
         self.pos = 0
+        self._recorded = len(self.events)  # events that existed before this replay
         self.new_events: list[Event] = []
         self.leaves: dict[int, Leaf] = {}
         self._next_command = 0
@@ -177,7 +183,15 @@ class Replay:
     # -- state ---------------------------------------------------------------
     @property
     def is_replaying(self) -> bool:
-        return self.pos < len(self.events) - len(self.new_events)
+        if not self.record:
+            return True  # a read-only query only re-runs history
+        if self._next_command < self.replayed_commands:
+            return True
+        return self.pos < self._recorded
+
+    @property
+    def commands_yielded(self) -> int:
+        return self._next_command
 
     @property
     def next_position(self) -> int:

@@ -90,6 +90,9 @@ class Turn:
         self.version = run.version
         self.wake_seq = run.wake_seq
         self.replay: Replay | None = None
+        # The last result when the run ends right after it: recorded by the
+        # terminal commit instead of a commit of its own (SPEC §4.2).
+        self._folded: tuple[Event, list[Write], list[Condition]] | None = None
 
     # -- main loop -------------------------------------------------------------
     def drive(self) -> str:
@@ -108,6 +111,7 @@ class Turn:
                     input=self.run.input,
                     events=load_events(self.run.pk, self.db),
                     clock_ms=self.engine.now_ms,
+                    replayed_commands=self.engine.parked_commands.get(str(self.run.pk), 0),
                 )
             outcome = self.replay.advance()
             if isinstance(outcome, Finished):
@@ -122,6 +126,13 @@ class Turn:
             if isinstance(outcome, ContinuedAsNew):
                 self._continue_as_new(outcome.input)
                 continue
+            if self.engine.stopping:
+                # Shutting down: stop at this checkpoint (all so far is committed)
+                # rather than start the next command; the run stays "running" and
+                # the next engine recovers it once this one released the claim.
+                wid = self.run.workflow_id
+                logger.info("turn of %s stopped at a checkpoint: engine stopping", wid)
+                return "running"
             self.wake_seq = self._read_wake_seq()
             inbox = load_inbox(self.run, self.db)
             if self._progress(outcome.open, inbox):
@@ -148,12 +159,15 @@ class Turn:
         run_values: dict[str, Any] | None = None,
         folds: list[ClaimFold] = (),  # type: ignore[assignment]
         tolerate: bool = False,
+        applied: list[Event] = (),  # type: ignore[assignment]
     ) -> BatchResult:
         assert self.replay is not None
         engine = self.engine
         now = engine.now_ms()
         epoch = engine.epoch_for(self.run.workflow_id)
-        recorded = [*self.replay.take_new_events(), *events]
+        # ``applied``: events the replay already took in (a settled result it
+        # looked past); recorded here, not applied again.
+        recorded = [*self.replay.take_new_events(), *applied, *events]
         batch: list[Write] = [
             journal_write(self.run.pk, e, engine_id=engine.engine_id, epoch=epoch, at_ms=now)
             for e in recorded
@@ -196,7 +210,15 @@ class Turn:
             self.replay.next_position, leaf.command.kind, leaf.id, leaf.command.target, result, record
         )
         timers = Delete(Timer, {"run_id": self.run.pk, "position": leaf.id})
-        self.commit([timers, *(writes or [])], [event], conditions=conditions or [])
+        batch: list[Write] = [timers, *(writes or [])]
+        # Look past the result (the body is deterministic and database-free;
+        # no command runs here): if the run ends right after it, the terminal
+        # commit records it, so the last result costs no commit of its own.
+        self.replay.apply(event)
+        if isinstance(self.replay.advance(), Finished | Failed):
+            self._folded = (event, batch, list(conditions or []))
+            return True
+        self.commit(batch, conditions=conditions or [], applied=[event])
         return True
 
     # -- acting on open commands ---------------------------------------------------
@@ -426,6 +448,8 @@ class Turn:
             tolerate=True,
         )
         if result.committed:
+            assert self.replay is not None
+            self.engine.parked_commands[str(self.run.pk)] = self.replay.commands_yielded
             self._cancel_abandoned_children(inbox)
         return result.committed
 
@@ -446,6 +470,7 @@ class Turn:
         if self.replay is None:
             self.replay = _EmptyReplay()  # type: ignore[assignment]
         wid = self.run.workflow_id
+        engine.parked_commands.pop(str(self.run.pk), None)
         try:
             stored = normalize(f"result of {wid!r}", result) if status == "completed" else None
         except PayloadError as exc:
@@ -459,12 +484,17 @@ class Turn:
         else:
             values["finished_at"] = timezone.now()
         transition = engine.registry.prepare_release(wid, reason=status) if (release and engine.registry) else None
+        folded_event, folded_writes, folded_conditions = (
+            ([self._folded[0]], self._folded[1], self._folded[2]) if self._folded else ([], [], [])
+        )
+        self._folded = None
         committed = False
         try:
             self.commit(
-                [*writes, *(transition.writes if transition else ())],
-                conditions=list(transition.conditions) if transition else [],
+                [*folded_writes, *writes, *(transition.writes if transition else ())],
+                conditions=[*folded_conditions, *(transition.conditions if transition else ())],
                 run_values=values,
+                applied=folded_event,
             )
             committed = True
         finally:
@@ -495,11 +525,18 @@ class Turn:
             parent_position=self.run.parent_position, deadline_at=self.run.deadline_at,
             started_at=timezone.now(), turn_started_at=self.engine.now_ms(), turn_pid=os.getpid(),
         )
+        ended = {"status": "completed", "result": {"continued_as_new": str(new.pk)},
+                 "finished_at": timezone.now(), "wake_at": None}
+        # The old run must leave the live statuses before the new one is
+        # inserted: one live run per workflow id is a (non-deferred) unique
+        # constraint, checked statement by statement.
         self.commit(
-            [Delete(Timer, {"run_id": self.run.pk}), Insert(new)],
-            run_values={"status": "completed", "result": {"continued_as_new": str(new.pk)},
-                        "finished_at": timezone.now(), "wake_at": None},
+            [Delete(Timer, {"run_id": self.run.pk}),
+             Update(WorkflowRun, {"pk": self.run.pk}, ended),
+             Insert(new)],
+            run_values=ended,
         )
+        self.engine.parked_commands.pop(str(self.run.pk), None)
         self.run = new
         self.version = new.version
         self.wake_seq = new.wake_seq

@@ -48,7 +48,7 @@ def fence_conditions(
         lease = host.lease
         if lease is None or lease.epoch is None or lease.deposed:
             raise EngineDeposedError(None)
-        return [LeaseCondition(lease.epoch, host.engine_id, "fence")]
+        return [LeaseCondition(lease.epoch, lease.holder_id, "fence")]
     if run_id is not None and run_version is not None:
         return [RunCondition(run_id, version=run_version, label="fence")]
     return []

@@ -116,7 +116,13 @@ def _decide(
     if expected_engine_id is not None and expected_engine_id != host.engine_id:
         warn_wake_discarded(workflow_id, wake_kind, reason="other-engine", engine_id=host.engine_id)
         return "discard"
-    epoch = expected_epoch if expected_epoch is not None else registry.current_epoch(workflow_id)
+    tracked = registry.current_epoch(workflow_id)
+    # A standalone engine holds only what it tracks; a Celery node (scope
+    # "engine") may confirm a claim a sibling pool process acquired.
+    if tracked is None and registry.renew_scope != "engine":
+        warn_wake_discarded(workflow_id, wake_kind, reason="not-held", engine_id=host.engine_id)
+        return "discard"
+    epoch = expected_epoch if expected_epoch is not None else tracked
     if epoch is None:
         warn_wake_discarded(workflow_id, wake_kind, reason="not-held", engine_id=host.engine_id)
         return "discard"

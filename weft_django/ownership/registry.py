@@ -25,8 +25,12 @@ from django.db import connections
 
 from weft_django.models import WorkflowClaim
 from weft_django.ownership.batch import conditional_batch
+from weft_django.ownership.codec import (
+    MAX_EPOCH_EXCLUSIVE,
+    MAX_TIMESTAMP_EXCLUSIVE,
+    HolderRecord,
+)
 from weft_django.ownership.cooldown import TakeoverCooldown
-from weft_django.ownership.codec import HolderRecord
 from weft_django.ownership.metrics import ClaimMetrics
 from weft_django.ownership.transitions import (
     ClaimSnapshot,
@@ -401,9 +405,12 @@ def renew_engine_rows(using: str, engine_id: str, new_expires: int) -> list[tupl
     table = WorkflowClaim._meta.db_table
     sql = (
         f"UPDATE {table} SET expires_at = %s WHERE engine_id = %s "
-        "AND expires_at IS NOT NULL AND claimed_at IS NOT NULL "
+        # Only rows whose holder decodes: a corrupt row is never adopted or revived.
+        "AND epoch >= 1 AND epoch < %s AND expires_at >= 0 AND expires_at < %s "
+        "AND claimed_at >= 0 AND claimed_at < %s "
         "RETURNING workflow_id, epoch, claimed_at"
     )
+    limits = [MAX_EPOCH_EXCLUSIVE, MAX_TIMESTAMP_EXCLUSIVE, MAX_TIMESTAMP_EXCLUSIVE]
     with connections[using].cursor() as cursor:
-        cursor.execute(sql, [new_expires, engine_id])
+        cursor.execute(sql, [new_expires, engine_id, *limits])
         return [(r[0], int(r[1]), int(r[2])) for r in cursor.fetchall()]

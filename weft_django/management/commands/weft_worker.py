@@ -1,0 +1,63 @@
+"""``manage.py weft_worker``: a standalone engine (SPEC §2 "Engines").
+
+Runs until SIGTERM/SIGINT, then stops taking turns, finishes in-flight turns
+up to ``--grace`` seconds, releases every claim (so another engine takes
+over at once, without waiting for expiry), marks its ``EngineRecord``
+stopped and exits 0. Logs one line per event.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Run a weft-django engine until SIGTERM."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--grace", type=float, default=10.0, help="seconds to finish turns")
+        parser.add_argument("--engine-id", default=None, help="engine id (default: unique per boot)")
+        parser.add_argument("--concurrency", type=int, default=None, help="WORKER_CONCURRENCY")
+        parser.add_argument("--log-level", default="INFO")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from weft_django.engine import Engine
+
+        self._configure_logging(options["log_level"])
+        overrides: dict[str, Any] = {}
+        if options["concurrency"]:
+            overrides["worker_concurrency"] = options["concurrency"]
+        engine = Engine(engine_id=options["engine_id"], **overrides)
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: Any) -> None:
+            logging.getLogger("weft_django.engine").info("received signal %s; stopping", signum)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        engine.start()
+        self.stdout.write(f"weft_worker {engine.engine_id} running (ownership={engine.ownership})")
+        self.stdout.flush()
+        while not stop.wait(0.5):
+            if engine.halted:
+                self.stderr.write("engine halted (lease lost)")
+                break
+        engine.dispose(grace=options["grace"])
+        self.stdout.write(f"weft_worker {engine.engine_id} stopped")
+        self.stdout.flush()
+
+    @staticmethod
+    def _configure_logging(level: str) -> None:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        root = logging.getLogger("weft_django")
+        root.handlers = [handler]
+        root.setLevel(level.upper())
+        root.propagate = False
