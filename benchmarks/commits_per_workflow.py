@@ -210,8 +210,13 @@ class CommitCounter:
             "write_commits": len(self.write_commits),
             "write_commit_tables": [t.tables() for t in self.write_commits],
             "read_only_commits": len(
-                [t for t in engine if t.outcome == "commit" and not t.writes
-                 and not any("pg_notify" in s for s in t.statements)]
+                [
+                    t
+                    for t in engine
+                    if t.outcome == "commit"
+                    and not t.writes
+                    and not any("pg_notify" in s for s in t.statements)
+                ]
             ),
             "notify_commits": len(
                 [t for t in engine if any("pg_notify" in s for s in t.statements)]
@@ -290,7 +295,9 @@ def _ensure_database(url: str) -> None:
     env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(REPO_ROOT)}
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=REPO_ROOT, env=env, check=True,
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
     )
 
 

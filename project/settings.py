@@ -84,8 +84,9 @@ STATIC_URL = "static/"
 
 WEFT: dict[str, object] = {}
 if os.environ.get("WEFT_TEST_TIMINGS") == "1":
-    WEFT.update({"CLAIM_TTL": 3, "CLAIM_RENEW_INTERVAL": 1, "LEASE_TTL": 3,
-                 "LEASE_RENEW_INTERVAL": 1})
+    WEFT.update(
+        {"CLAIM_TTL": 3, "CLAIM_RENEW_INTERVAL": 1, "LEASE_TTL": 3, "LEASE_RENEW_INTERVAL": 1}
+    )
 
 LOGGING = {
     "version": 1,
@@ -93,6 +94,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
-        "weft_django": {"handlers": ["console"], "level": os.environ.get("WEFT_LOG_LEVEL", "WARNING")},
+        "weft_django": {
+            "handlers": ["console"],
+            "level": os.environ.get("WEFT_LOG_LEVEL", "WARNING"),
+        },
     },
 }

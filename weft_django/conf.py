@@ -127,9 +127,7 @@ def _fmt_s(ms: int) -> str:
 def duration_ms(key: str, value: object) -> int:
     """Seconds (int/float) or ``timedelta`` → integer ms; ``ValueError`` names the key."""
     if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
-        raise ValueError(
-            f"WEFT[{key!r}] must be a number of seconds or a timedelta, got {value!r}"
-        )
+        raise ValueError(f"WEFT[{key!r}] must be a number of seconds or a timedelta, got {value!r}")
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if seconds != seconds or seconds in (float("inf"), float("-inf")):
         raise ValueError(f"WEFT[{key!r}] must be finite, got {value!r}")
@@ -172,7 +170,10 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
             problems.append(SettingsProblem("weft.E002", str(exc)))
             durations[key] = duration_ms(key, DEFAULTS[key])
 
-    for prefix, ids in (("CLAIM", ("weft.E003", "weft.E004")), ("LEASE", ("weft.E005", "weft.E006"))):
+    for prefix, ids in (
+        ("CLAIM", ("weft.E003", "weft.E004")),
+        ("LEASE", ("weft.E005", "weft.E006")),
+    ):
         ttl, renew = durations[f"{prefix}_TTL"], durations[f"{prefix}_RENEW_INTERVAL"]
         if renew >= ttl:
             problems.append(
@@ -209,7 +210,9 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         value = merged[key]
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             problems.append(
-                SettingsProblem("weft.E008", f"WEFT[{key!r}] must be a positive integer, got {value!r}")
+                SettingsProblem(
+                    "weft.E008", f"WEFT[{key!r}] must be a positive integer, got {value!r}"
+                )
             )
             return cast(int, DEFAULTS[key])
         return value
@@ -235,7 +238,9 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
     database = merged["DATABASE"]
     if not isinstance(database, str) or not database:
         problems.append(
-            SettingsProblem("weft.E008", f"WEFT['DATABASE'] must be a database alias, got {database!r}")
+            SettingsProblem(
+                "weft.E008", f"WEFT['DATABASE'] must be a database alias, got {database!r}"
+            )
         )
         database = "default"
 

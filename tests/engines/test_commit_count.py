@@ -49,8 +49,11 @@ def test_three_activity_workflow_takes_at_most_five_commits():
         engine.dispose(grace=0)
 
     assert figures["status"] == "completed", figures
-    assert figures["result"] == ["reserved:commits-1", {"order": "commits-1", "charged": 1},
-                                 "shipped:commits-1"]
+    assert figures["result"] == [
+        "reserved:commits-1",
+        {"order": "commits-1", "charged": 1},
+        "shipped:commits-1",
+    ]
     n = figures["write_commits"]
     print(
         f"\n[commits] three-steps: {n} write commits from client.start to completion "
@@ -67,5 +70,6 @@ def test_three_activity_workflow_takes_at_most_five_commits():
     assert figures["pg_stat_xact_commit_delta"] >= figures["all_commits"], figures
     # The claim was acquired at pickup and released by the terminal commit.
     assert [e.kind for e in ClaimEvent.objects.filter(workflow_id="commits-1")] == [
-        "acquire", "release"
+        "acquire",
+        "release",
     ]

@@ -186,7 +186,10 @@ def test_sigkilled_worker_is_taken_over_and_recorded_steps_do_not_rerun(tmp_path
         assert release.reason == "completed"
         claim = WorkflowClaim.objects.get(pk=workflow_id)
         assert (claim.epoch, claim.engine_id, claim.expires_at, claim.claimed_at) == (
-            2, None, None, None
+            2,
+            None,
+            None,
+            None,
         )
         dead = EngineRecord.objects.get(pk="crash-w1")
         assert dead.stopped_at is None  # it never got to say goodbye

@@ -94,10 +94,16 @@ class WorkflowHandle:
 
     def _follow(self, run: WorkflowRun) -> WorkflowRun:
         """Follow ``continue_as_new`` to the run that carries on."""
-        while run.status == "completed" and isinstance(run.result, dict) and "continued_as_new" in run.result:
-            nxt = WorkflowRun.objects.using(get_settings().database).filter(
-                pk=run.result["continued_as_new"]
-            ).first()
+        while (
+            run.status == "completed"
+            and isinstance(run.result, dict)
+            and "continued_as_new" in run.result
+        ):
+            nxt = (
+                WorkflowRun.objects.using(get_settings().database)
+                .filter(pk=run.result["continued_as_new"])
+                .first()
+            )
             if nxt is None:
                 break
             run = nxt
@@ -134,10 +140,10 @@ def start(
     if workflow_id is None:
         workflow_id = str(uuid.uuid4())
     if not isinstance(workflow_id, str) or not WORKFLOW_ID_RE.match(workflow_id):
-        raise ValueError(
-            f"workflow_id {workflow_id!r} must match [A-Za-z0-9._:@-]{{1,200}}"
-        )
-    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 255):
+        raise ValueError(f"workflow_id {workflow_id!r} must match [A-Za-z0-9._:@-]{{1,200}}")
+    if idempotency_key is not None and (
+        not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 255
+    ):
         raise ValueError("idempotency_key must be a string of 1 to 255 characters")
     if on_conflict not in ("error", "start-new"):
         raise ValueError(f"on_conflict must be 'error' or 'start-new', got {on_conflict!r}")
@@ -159,7 +165,10 @@ def start(
             if existing is not None:
                 return _existing_for_key(existing, idempotency_key, name)
         previous = (
-            WorkflowRun.objects.using(db).filter(workflow_id=workflow_id).order_by("-created_at").first()
+            WorkflowRun.objects.using(db)
+            .filter(workflow_id=workflow_id)
+            .order_by("-created_at")
+            .first()
         )
         if previous is not None:
             if previous.status not in TERMINAL_STATUSES:
@@ -179,7 +188,9 @@ def start(
         result = conditional_batch([live], [Insert(run, live)], using=db)
         if not result.committed:
             if idempotency_key is not None:
-                existing = WorkflowRun.objects.using(db).filter(idempotency_key=idempotency_key).first()
+                existing = (
+                    WorkflowRun.objects.using(db).filter(idempotency_key=idempotency_key).first()
+                )
                 if existing is not None:
                     return _existing_for_key(existing, idempotency_key, name)
             raise WorkflowAlreadyRunning(workflow_id)
@@ -206,7 +217,10 @@ def fail_async_activity(token: str, error: Any = "failed") -> None:
     if isinstance(error, BaseException):
         record: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
     elif isinstance(error, dict):
-        record = {"type": str(error.get("type") or "AsyncActivityFailed"), "message": str(error.get("message", "failed"))}
+        record = {
+            "type": str(error.get("type") or "AsyncActivityFailed"),
+            "message": str(error.get("message", "failed")),
+        }
         if "details" in error:
             record["details"] = error["details"]
     else:
@@ -251,7 +265,12 @@ def ownership_status(workflow_id: str) -> dict[str, Any]:
     """The owner of ``workflow_id`` as the API's ``ownership/`` endpoint serves it."""
     settings = get_settings()
     db = settings.database
-    run = WorkflowRun.objects.using(db).filter(workflow_id=workflow_id).order_by("-created_at").first()
+    run = (
+        WorkflowRun.objects.using(db)
+        .filter(workflow_id=workflow_id)
+        .order_by("-created_at")
+        .first()
+    )
     claim = WorkflowClaim.objects.using(db).filter(pk=workflow_id).first()
     holder = None
     expired = False

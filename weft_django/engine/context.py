@@ -109,7 +109,9 @@ class WorkflowContext:
             name, definition is not None, tuple(args), duration_ms(timeout, "async timeout")
         )
 
-    def start_child(self, name: str, input: Any = None, workflow_id: str | None = None) -> StartChild:
+    def start_child(
+        self, name: str, input: Any = None, workflow_id: str | None = None
+    ) -> StartChild:
         return StartChild(name, input, workflow_id)
 
     def all(self, *commands: LeafCommand) -> All:

@@ -69,9 +69,16 @@ class Engine:
         node_name: str = "",
         pool: str = "",
         renew_scope: RenewScope = "held",
+        listen: bool = True,
+        dispatcher: Callable[[str, WakeKind | None, str], None] | None = None,
         **overrides: Any,
     ) -> None:
+        """``listen``: LISTEN for NOTIFY wakes on PostgreSQL (polling stays on).
+        ``dispatcher``: hands a turn to another transport (a Celery node sends
+        it to its own queue) instead of this engine's thread pool."""
         base = get_settings()
+        self.listen = listen
+        self.dispatcher = dispatcher
         self.settings: WeftSettings = base.with_overrides(**overrides) if overrides else base
         self.engine_id = engine_id or new_engine_id()
         self.uses_injected_clock = clock is not None
@@ -201,9 +208,9 @@ class Engine:
         if self.booted:
             try:
                 self.heartbeat()
-                EngineRecord.objects.using(self.settings.database).filter(
-                    pk=self.engine_id
-                ).update(stopped_at=self.now_ms())
+                EngineRecord.objects.using(self.settings.database).filter(pk=self.engine_id).update(
+                    stopped_at=self.now_ms()
+                )
             except Exception:
                 logger.warning("could not mark engine %s stopped", self.engine_id, exc_info=True)
         if self.uses_injected_clock:
@@ -221,6 +228,13 @@ class Engine:
             if key in self._inflight or self._stopping.is_set():
                 return
             self._inflight.add(key)
+        if self.dispatcher is not None:
+            try:
+                self.dispatcher(key, wake_kind, transport)
+            finally:
+                with self._lock:
+                    self._inflight.discard(key)
+            return
         if self._pool is not None:
             self._pool.submit(self._drive_and_clear, key, wake_kind, transport)
         else:
@@ -289,7 +303,9 @@ class Engine:
             finally:
                 connections.close_all()
 
-        thread = threading.Thread(target=target, name=f"weft-activity:{definition.name}", daemon=True)
+        thread = threading.Thread(
+            target=target, name=f"weft-activity:{definition.name}", daemon=True
+        )
         thread.start()
         thread.join(definition.timeout_ms / 1000)
         if thread.is_alive():
@@ -350,7 +366,7 @@ class Engine:
             thread.start()
         from weft_django.transports.notify import WAKE_CHANNEL, Listener
 
-        if Listener.available(self.settings.database):
+        if self.listen and Listener.available(self.settings.database):
             self._listener = Listener(
                 self.settings.database, (WAKE_CHANNEL,), lambda channel, payload: self._wake.set()
             )

@@ -236,7 +236,9 @@ def timeout(run: WorkflowRun, *, actor: str) -> WorkflowRun | None:
         return None
 
 
-def _reactivate(workflow_id: str, action: str, allowed: tuple[str, ...], extra: dict[str, Any]) -> WorkflowRun:
+def _reactivate(
+    workflow_id: str, action: str, allowed: tuple[str, ...], extra: dict[str, Any]
+) -> WorkflowRun:
     db = get_settings().database
     for _ in range(MAX_ATTEMPTS):
         run = latest_run(workflow_id, db)
@@ -351,7 +353,9 @@ def purge_older_than(age: timedelta) -> int:
 def signal(workflow_id: str, name: str, payload: Any) -> SignalMessage:
     db = get_settings().database
     if not isinstance(name, str) or not name or len(name) > 200:
-        raise ValueError(f"signal name must be a non-empty string of at most 200 characters, got {name!r}")
+        raise ValueError(
+            f"signal name must be a non-empty string of at most 200 characters, got {name!r}"
+        )
     # JSON only (SPEC §1): refused here, before anything is written.
     payload = normalize(f"payload of signal {name!r}", payload)
     for _ in range(MAX_ATTEMPTS):
@@ -373,7 +377,9 @@ def signal(workflow_id: str, name: str, payload: Any) -> SignalMessage:
     raise InvalidTransitionError(workflow_id, latest_run(workflow_id, db).status, "signal")
 
 
-def settle_async(token: str, *, result: Any = None, error: dict[str, Any] | None = None) -> AsyncActivity:
+def settle_async(
+    token: str, *, result: Any = None, error: dict[str, Any] | None = None
+) -> AsyncActivity:
     """Record an async activity's completion or failure (single use)."""
     db = get_settings().database
     if not isinstance(token, str) or not token:

@@ -90,7 +90,9 @@ class Maintenance:
             if str(run_id) not in seen:
                 seen.add(str(run_id))
                 engine.dispatch(run_id, TIMER_WAKE_KIND.get(kind, "inline-macrotask-drive"))  # type: ignore[arg-type]
-        woken = owned.filter(status="parked", wake_seq__gt=F("parked_seq")).values_list("pk", flat=True)[:BATCH]
+        woken = owned.filter(status="parked", wake_seq__gt=F("parked_seq")).values_list(
+            "pk", flat=True
+        )[:BATCH]
         for run_id in woken:
             if str(run_id) not in seen:
                 seen.add(str(run_id))
@@ -124,7 +126,9 @@ class Maintenance:
         if registry is None or engine.halted:
             return 0
         now = engine.now_ms()
-        stale_before = now - WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * engine.settings.claim_renew_interval_ms
+        stale_before = (
+            now - WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * engine.settings.claim_renew_interval_ms
+        )
         stale = WorkflowClaim.objects.using(self.db).filter(
             Q(engine_id__isnull=True)
             | Q(expires_at__isnull=True)
@@ -132,7 +136,9 @@ class Maintenance:
             | Q(engine_id="")
             | Q(expires_at__lt=stale_before)
         )
-        no_claim = ~Exists(WorkflowClaim.objects.using(self.db).filter(workflow_id=OuterRef("workflow_id")))
+        no_claim = ~Exists(
+            WorkflowClaim.objects.using(self.db).filter(workflow_id=OuterRef("workflow_id"))
+        )
         candidates = (
             WorkflowRun.objects.using(self.db)
             .filter(status__in=("running", "parked"))
@@ -193,10 +199,13 @@ class Maintenance:
             else:
                 result = commit_with_claim_fold(engine, fold, conditions, writes)
                 committed = result.status == "committed"
-                if not committed and result.claim_conflict:
-                    # A stale holder left by an earlier run: take it over once expired.
-                    if takeover_with_retries(engine.registry, wid).status == "acquired":
-                        committed = fenced_commit(engine, wid, conditions, writes).committed
+                # A stale holder left by an earlier run: take it over once expired.
+                if (
+                    not committed
+                    and result.claim_conflict
+                    and takeover_with_retries(engine.registry, wid).status == "acquired"
+                ):
+                    committed = fenced_commit(engine, wid, conditions, writes).committed
         elif engine.lease is not None:
             committed = fenced_commit(engine, wid, conditions, writes).committed
         else:

@@ -342,9 +342,10 @@ class Replay:
         )
 
     def _new_leaf(self, command: Any, group: Group | None) -> Leaf:
+        """Register a leaf command under the next position."""
         if not (isinstance(command, Command) and command.kind in LEAF_KINDS):
             raise TypeError(f"ctx.all/race take ctx commands, got {command!r}")
-        leaf = Leaf(self._next_command, command, group)
+        leaf = Leaf(self._next_command, command, group)  # type: ignore[arg-type]
         self.leaves[leaf.id] = leaf
         self._next_command += 1
         return leaf

@@ -54,11 +54,12 @@ def load_inbox(run: WorkflowRun, using: str) -> RunInbox:
         .order_by("id")
     )
     inbox.async_rows = {
-        row.position: row for row in AsyncActivity.objects.using(using).filter(run_id=run.pk)
+        int(row.position): row for row in AsyncActivity.objects.using(using).filter(run_id=run.pk)
     }
     inbox.children = {
-        child.parent_position: child
-        for child in WorkflowRun.objects.using(using).filter(parent_id=run.pk)
+        int(child.parent_position or 0): child
+        for child in WorkflowRun.objects.using(using)
+        .filter(parent_id=run.pk)
         .exclude(parent_position__isnull=True)
         .order_by("created_at")
     }
@@ -69,9 +70,7 @@ def load_inbox(run: WorkflowRun, using: str) -> RunInbox:
     return inbox
 
 
-def journal_write(
-    run_id: Any, event: Event, *, engine_id: str, epoch: int, at_ms: int
-) -> Write:
+def journal_write(run_id: Any, event: Event, *, engine_id: str, epoch: int, at_ms: int) -> Write:
     return Insert(
         JournalEntry(
             run_id=run_id,

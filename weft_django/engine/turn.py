@@ -46,6 +46,7 @@ from weft_django.engine.store import (
 )
 from weft_django.errors import (
     ActivityError,
+    ActivityErrorKind,
     ChildWorkflowError,
     PayloadError,
     UnknownWorkflowType,
@@ -143,7 +144,10 @@ class Turn:
 
     def _read_wake_seq(self) -> int:
         value = (
-            WorkflowRun.objects.using(self.db).filter(pk=self.run.pk).values_list("wake_seq", flat=True).first()
+            WorkflowRun.objects.using(self.db)
+            .filter(pk=self.run.pk)
+            .values_list("wake_seq", flat=True)
+            .first()
         )
         if value is None:
             raise TurnAborted(self.run.workflow_id)
@@ -202,12 +206,24 @@ class Turn:
             raise TurnAborted(f"{self.run.workflow_id}: {result.failed_condition}")
         return result
 
-    def _settle(self, leaf: Leaf, *, result: Any = None, error: BaseException | None = None,
-                writes: list[Write] | None = None, conditions: list[Condition] | None = None) -> bool:
+    def _settle(
+        self,
+        leaf: Leaf,
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+        writes: list[Write] | None = None,
+        conditions: list[Condition] | None = None,
+    ) -> bool:
         assert self.replay is not None
         record = error_record(error) if error is not None else None
         event = Event(
-            self.replay.next_position, leaf.command.kind, leaf.id, leaf.command.target, result, record
+            self.replay.next_position,
+            leaf.command.kind,
+            leaf.id,
+            leaf.command.target,
+            result,
+            record,
         )
         timers = Delete(Timer, {"run_id": self.run.pk, "position": leaf.id})
         batch: list[Write] = [timers, *(writes or [])]
@@ -228,11 +244,15 @@ class Turn:
         waited = {leaf.command.name for leaf in open_leaves if leaf.command.kind == "signal"}  # type: ignore[union-attr]
         for message in inbox.signals:
             if message.name in self.replay.ctx.signal_handlers and message.name not in waited:
-                event = Event(self.replay.next_position, "signal-handler", None, message.name, message.payload)
+                event = Event(
+                    self.replay.next_position, "signal-handler", None, message.name, message.payload
+                )
                 self.commit(
                     [_consume(message, event.position)],
                     [event],
-                    conditions=[RowCondition(SignalMessage, message.pk, {"consumed_at_position": None})],
+                    conditions=[
+                        RowCondition(SignalMessage, message.pk, {"consumed_at_position": None})
+                    ],
                 )
                 return True
         for leaf in sorted(open_leaves, key=lambda item: item.id):
@@ -251,7 +271,9 @@ class Turn:
                         leaf,
                         result=message.payload,
                         writes=[_consume(message, self.replay.next_position)],  # type: ignore[union-attr]
-                        conditions=[RowCondition(SignalMessage, message.pk, {"consumed_at_position": None})],
+                        conditions=[
+                            RowCondition(SignalMessage, message.pk, {"consumed_at_position": None})
+                        ],
                     )
             return self._maybe_timeout(leaf, inbox, now, f"signal {name!r}")
         if kind == "wait-condition":
@@ -310,19 +332,34 @@ class Turn:
                 value = normalize(f"result of activity {name!r}", outcome.value)
             except PayloadError as exc:
                 return self._settle(
-                    leaf, error=ActivityError(name, str(exc), kind="non_retryable", error_type="PayloadError", attempts=attempt)
+                    leaf,
+                    error=ActivityError(
+                        name,
+                        str(exc),
+                        kind="non_retryable",
+                        error_type="PayloadError",
+                        attempts=attempt,
+                    ),
                 )
             if on_success is not None:
                 return bool(on_success(value))
             return self._settle(leaf, result=value)
-        exc = outcome.error
-        assert exc is not None
-        non_retryable = isinstance(exc, definition.non_retryable)
+        failure = outcome.error
+        assert failure is not None
+        non_retryable = isinstance(failure, definition.non_retryable)
         if non_retryable or attempt > definition.retries:
-            kind = "timeout" if outcome.timed_out else ("non_retryable" if non_retryable else "error")
+            kind: ActivityErrorKind = (
+                "timeout" if outcome.timed_out else ("non_retryable" if non_retryable else "error")
+            )
             return self._settle(
                 leaf,
-                error=ActivityError(name, str(exc), kind=kind, error_type=type(exc).__name__, attempts=attempt),
+                error=ActivityError(
+                    name,
+                    str(failure),
+                    kind=kind,
+                    error_type=type(failure).__name__,
+                    attempts=attempt,
+                ),
             )
         fire_at = self.engine.now_ms() + definition.backoff_for(attempt + 1)
         retry_timer = Timer(
@@ -332,50 +369,84 @@ class Turn:
             fire_at=fire_at,
             engine_id=self.engine.engine_id,
             epoch=self.engine.epoch_for(self.run.workflow_id),
-            payload={"attempt": attempt + 1, "error": f"{type(exc).__name__}: {exc}"[:500]},
+            payload={"attempt": attempt + 1, "error": f"{type(failure).__name__}: {failure}"[:500]},
         )
         self.commit(
-            [Delete(Timer, {"run_id": self.run.pk, "position": leaf.id, "kind": "retry"}), Insert(retry_timer)],
+            [
+                Delete(Timer, {"run_id": self.run.pk, "position": leaf.id, "kind": "retry"}),
+                Insert(retry_timer),
+            ],
             run_values={"wake_at": fire_at},
         )
         return True
 
-    def _async_activity(self, leaf: Leaf, command: StartAsyncActivity, inbox: RunInbox, now: int) -> bool:
+    def _async_activity(
+        self, leaf: Leaf, command: StartAsyncActivity, inbox: RunInbox, now: int
+    ) -> bool:
         assert self.replay is not None
         minted = leaf.info.get("async-token")
         if not isinstance(minted, dict):
             nonce = secrets.token_hex(16)
             token = async_token(self.run.pk, leaf.id, nonce)
-            event = Event(self.replay.next_position, "async-token", leaf.id, command.name, {"nonce": nonce})
-            row = AsyncActivity(token_hash=hash_token(token), run_id=self.run.pk, position=leaf.id, target=command.name)
+            event = Event(
+                self.replay.next_position, "async-token", leaf.id, command.name, {"nonce": nonce}
+            )
+            row = AsyncActivity(
+                token_hash=hash_token(token),
+                run_id=self.run.pk,
+                position=leaf.id,
+                target=command.name,
+            )
             self.commit([Insert(row)], [event])
             return True
         token = async_token(self.run.pk, leaf.id, str(minted.get("nonce")))
         if command.is_activity and "async-handout" not in leaf.info:
+
             def handed_out(_: Any) -> bool:
                 assert self.replay is not None
-                event = Event(self.replay.next_position, "async-handout", leaf.id, command.name, None)
-                self.commit([Delete(Timer, {"run_id": self.run.pk, "position": leaf.id, "kind": "retry"})], [event])
+                event = Event(
+                    self.replay.next_position, "async-handout", leaf.id, command.name, None
+                )
+                self.commit(
+                    [Delete(Timer, {"run_id": self.run.pk, "position": leaf.id, "kind": "retry"})],
+                    [event],
+                )
                 return True
 
-            return self._activity(leaf, command.name, (token, *command.args), {}, inbox, now, on_success=handed_out)
-        row = inbox.async_rows.get(leaf.id)
-        if row is not None and row.status == "completed":
-            return self._settle(leaf, result=row.result)
-        if row is not None and row.status == "failed":
-            error = row.error if isinstance(row.error, dict) else {"message": str(row.error)}
+            return self._activity(
+                leaf, command.name, (token, *command.args), {}, inbox, now, on_success=handed_out
+            )
+        settled = inbox.async_rows.get(leaf.id)
+        if settled is not None and settled.status == "completed":
+            return self._settle(leaf, result=settled.result)
+        if settled is not None and settled.status == "failed":
+            error = (
+                settled.error
+                if isinstance(settled.error, dict)
+                else {"message": str(settled.error)}
+            )
             return self._settle(
                 leaf,
                 error=ActivityError(
-                    command.name, str(error.get("message", "failed")), kind="error",
+                    command.name,
+                    str(error.get("message", "failed")),
+                    kind="error",
                     error_type=str(error.get("type") or "AsyncActivityFailed"),
                 ),
             )
         timer = inbox.timers.get(("timeout", leaf.id))
         if timer is not None and timer.fire_at <= now:
-            expire = Update(AsyncActivity, {"run_id": self.run.pk, "position": leaf.id, "status": "pending"}, {"status": "expired"})
+            expire = Update(
+                AsyncActivity,
+                {"run_id": self.run.pk, "position": leaf.id, "status": "pending"},
+                {"status": "expired"},
+            )
             return self._settle(
-                leaf, error=WorkflowTimeoutError(self.run.workflow_id, f"async activity {command.name!r}"), writes=[expire]
+                leaf,
+                error=WorkflowTimeoutError(
+                    self.run.workflow_id, f"async activity {command.name!r}"
+                ),
+                writes=[expire],
             )
         return False
 
@@ -384,31 +455,52 @@ class Turn:
         child_id = command.workflow_id or f"{self.run.workflow_id}:{leaf.id}"
         if child is None:
             if not has_workflow(command.name):
-                return self._settle(leaf, error=ChildWorkflowError(child_id, "failed", error_record(UnknownWorkflowType(command.name))))
+                return self._settle(
+                    leaf,
+                    error=ChildWorkflowError(
+                        child_id, "failed", error_record(UnknownWorkflowType(command.name))
+                    ),
+                )
             try:
                 child_input = normalize(f"input of child {child_id!r}", command.input)
             except PayloadError as exc:
-                return self._settle(leaf, error=ChildWorkflowError(child_id, "failed", error_record(exc)))
+                return self._settle(
+                    leaf, error=ChildWorkflowError(child_id, "failed", error_record(exc))
+                )
             new = WorkflowRun(
-                workflow_id=child_id, name=command.name, status="running", input=child_input,
-                parent_id=self.run.pk, parent_position=leaf.id, started_at=timezone.now(),
-                turn_started_at=now, turn_pid=os.getpid(),
+                workflow_id=child_id,
+                name=command.name,
+                status="running",
+                input=child_input,
+                parent_id=self.run.pk,
+                parent_position=leaf.id,
+                started_at=timezone.now(),
+                turn_started_at=now,
+                turn_pid=os.getpid(),
             )
             absence = UniqueAbsence(f"live-run:{child_id}")
             fold = prepare_claim_fold(self.engine, child_id)
-            result = self.commit([Insert(new, absence)], folds=[fold] if fold else [], tolerate=True)
+            result = self.commit(
+                [Insert(new, absence)], folds=[fold] if fold else [], tolerate=True
+            )
             if not result.committed:
                 return self._settle(
                     leaf,
-                    error=ChildWorkflowError(child_id, "conflict", {"message": f"could not start: {result.failed_condition}"}),
+                    error=ChildWorkflowError(
+                        child_id,
+                        "conflict",
+                        {"message": f"could not start: {result.failed_condition}"},
+                    ),
                 )
             weft_signals.workflow_started.send(sender=WorkflowRun, run=new)
-            self.engine.dispatch(new.pk, "child-start")
+            self.engine.dispatch(new.pk, None)
             return True
         if child.status in ("completed",):
             return self._settle(leaf, result=child.result)
         if child.status in ("failed", "cancelled", "timed_out"):
-            return self._settle(leaf, error=ChildWorkflowError(child.workflow_id, child.status, child.error))
+            return self._settle(
+                leaf, error=ChildWorkflowError(child.workflow_id, child.status, child.error)
+            )
         return False
 
     # -- parking and stopping --------------------------------------------------------
@@ -433,9 +525,21 @@ class Turn:
                 fire_times.append(existing.fire_at)
                 continue
             fire_times.append(fire_at)
-            writes.append(Insert(Timer(run_id=self.run.pk, kind=key[0], position=key[1], fire_at=fire_at,
-                                       engine_id=self.engine.engine_id, epoch=epoch)))
-        stale = [t.pk for key, t in inbox.timers.items() if key[1] is not None and key not in wanted]
+            writes.append(
+                Insert(
+                    Timer(
+                        run_id=self.run.pk,
+                        kind=key[0],
+                        position=key[1],
+                        fire_at=fire_at,
+                        engine_id=self.engine.engine_id,
+                        epoch=epoch,
+                    )
+                )
+            )
+        stale = [
+            t.pk for key, t in inbox.timers.items() if key[1] is not None and key not in wanted
+        ]
         if stale:
             writes.append(Delete(Timer, {"pk__in": stale}))
         if self.run.deadline_at is not None:
@@ -443,8 +547,11 @@ class Turn:
         result = self.commit(
             writes,
             conditions=[RunCondition(self.run.pk, wake_seq=self.wake_seq, label="wake-seq")],
-            run_values={"status": "parked", "parked_seq": self.wake_seq,
-                        "wake_at": min(fire_times) if fire_times else None},
+            run_values={
+                "status": "parked",
+                "parked_seq": self.wake_seq,
+                "wake_at": min(fire_times) if fire_times else None,
+            },
             tolerate=True,
         )
         if result.committed:
@@ -463,7 +570,9 @@ class Turn:
                 try:
                     external.cancel(child.workflow_id, "lost a race", actor=self.engine.engine_id)
                 except Exception:
-                    logger.warning("could not cancel abandoned child %s", child.workflow_id, exc_info=True)
+                    logger.warning(
+                        "could not cancel abandoned child %s", child.workflow_id, exc_info=True
+                    )
 
     def _stop(self, status: str, *, result: Any = None, error: Any = None, release: bool) -> None:
         engine = self.engine
@@ -478,12 +587,21 @@ class Turn:
         writes: list[Write] = [Delete(Timer, {"run_id": self.run.pk})]
         if status != "suspended":
             writes.extend(bump_parent(self.run))
-        values: dict[str, Any] = {"status": status, "result": stored, "error": error, "wake_at": None}
+        values: dict[str, Any] = {
+            "status": status,
+            "result": stored,
+            "error": error,
+            "wake_at": None,
+        }
         if status == "suspended":
             values["suspended_reason"] = str((error or {}).get("message", ""))[:2000]
         else:
             values["finished_at"] = timezone.now()
-        transition = engine.registry.prepare_release(wid, reason=status) if (release and engine.registry) else None
+        transition = (
+            engine.registry.prepare_release(wid, reason=status)
+            if (release and engine.registry)
+            else None
+        )
         folded_event, folded_writes, folded_conditions = (
             ([self._folded[0]], self._folded[1], self._folded[2]) if self._folded else ([], [], [])
         )
@@ -507,7 +625,10 @@ class Turn:
         if self.run.parent_id is not None:
             notify_on_commit(WAKE_CHANNEL, wid, self.db)
         self.run.status = status
-        signal = {"completed": weft_signals.workflow_completed, "failed": weft_signals.workflow_failed}.get(status)
+        signal = {
+            "completed": weft_signals.workflow_completed,
+            "failed": weft_signals.workflow_failed,
+        }.get(status)
         if signal is not None:
             signal.send(sender=WorkflowRun, run=self.run, result=stored, error=error)
         logger.info("workflow %s %s", wid, status)
@@ -520,20 +641,33 @@ class Turn:
             self._stop("failed", error=error_record(exc), release=True)
             raise TurnAborted(wid) from exc
         new = WorkflowRun(
-            workflow_id=wid, name=self.run.name, status="running", input=fresh_input,
-            continued_from_id=self.run.pk, parent_id=self.run.parent_id,
-            parent_position=self.run.parent_position, deadline_at=self.run.deadline_at,
-            started_at=timezone.now(), turn_started_at=self.engine.now_ms(), turn_pid=os.getpid(),
+            workflow_id=wid,
+            name=self.run.name,
+            status="running",
+            input=fresh_input,
+            continued_from_id=self.run.pk,
+            parent_id=self.run.parent_id,
+            parent_position=self.run.parent_position,
+            deadline_at=self.run.deadline_at,
+            started_at=timezone.now(),
+            turn_started_at=self.engine.now_ms(),
+            turn_pid=os.getpid(),
         )
-        ended = {"status": "completed", "result": {"continued_as_new": str(new.pk)},
-                 "finished_at": timezone.now(), "wake_at": None}
+        ended = {
+            "status": "completed",
+            "result": {"continued_as_new": str(new.pk)},
+            "finished_at": timezone.now(),
+            "wake_at": None,
+        }
         # The old run must leave the live statuses before the new one is
         # inserted: one live run per workflow id is a (non-deferred) unique
         # constraint, checked statement by statement.
         self.commit(
-            [Delete(Timer, {"run_id": self.run.pk}),
-             Update(WorkflowRun, {"pk": self.run.pk}, ended),
-             Insert(new)],
+            [
+                Delete(Timer, {"run_id": self.run.pk}),
+                Update(WorkflowRun, {"pk": self.run.pk}, ended),
+                Insert(new),
+            ],
             run_values=ended,
         )
         self.engine.parked_commands.pop(str(self.run.pk), None)

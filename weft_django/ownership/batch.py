@@ -300,7 +300,9 @@ def _lock_and_check(conds: list[Condition], ops: list[Write], db: str) -> Condit
     runs: dict[str, WorkflowRun] = _lock(WorkflowRun, run_ids, db) if run_ids else {}
     others: dict[tuple[type[Any], str], Any] = {}
     row_conds = [c for c in conds if isinstance(c, RowCondition)]
-    for model in sorted({c.model for c in row_conds}, key=lambda m: (LOCK_RANK.get(m, 10), m._meta.label)):
+    for model in sorted(
+        {c.model for c in row_conds}, key=lambda m: (LOCK_RANK.get(m, 10), m._meta.label)
+    ):
         pks = sorted({str(c.pk) for c in row_conds if c.model is model})
         for pk, row in _lock(model, pks, db).items():
             others[(model, pk)] = row

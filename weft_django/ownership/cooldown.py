@@ -17,7 +17,9 @@ class TakeoverCooldown:
 
     def __init__(self, window_ms: int) -> None:
         if isinstance(window_ms, bool) or not isinstance(window_ms, int) or window_ms < 0:
-            raise ValueError(f"cooldown window must be a non-negative integer of ms, got {window_ms!r}")
+            raise ValueError(
+                f"cooldown window must be a non-negative integer of ms, got {window_ms!r}"
+            )
         self.window_ms = window_ms
         self._until: dict[str, int] = {}
         self._lock = threading.Lock()

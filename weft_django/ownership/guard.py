@@ -97,7 +97,7 @@ def confirm_wake_ownership(
     """``proceed`` or ``discard`` for a wake of ``workflow_id`` (SPEC §4.7)."""
     decision = _decide(host, workflow_id, wake_kind, expected_epoch, expected_engine_id)
     try:
-        host.metrics.record_wake(wake_kind, decision, transport)
+        host.metrics.record_wake(wake_kind, decision, transport)  # type: ignore[arg-type]
     except ValueError:
         logger.debug("unrecorded wake transport %r", transport)
     return decision

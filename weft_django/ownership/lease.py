@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from weft_django.errors import EngineLeaseAcquisitionTimeoutError
 from weft_django.models import GlobalLease
@@ -19,6 +20,8 @@ from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.batch import LeaseCondition, Update, conditional_batch
 from weft_django.ownership.codec import is_valid_epoch, is_valid_timestamp
 from weft_django.warnings import warn_lease_lost
+
+LeaseLostReason = Literal["deposed", "renewal-unconfirmable"]
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ class GlobalLeaseManager:
             self.epoch = None
         return result.committed
 
-    def handle_deposition(self, reason: str) -> None:
+    def handle_deposition(self, reason: LeaseLostReason = "deposed") -> None:
         """Idempotent: mark deposed, warn once, tell the engine to halt."""
         with self._lock:
             if self.deposed:

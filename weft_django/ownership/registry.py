@@ -223,9 +223,7 @@ class ClaimRegistry:
             if self.renew_scope == "engine":
                 return self._renew_engine_scope()
             with self._lock:
-                snapshot = {
-                    wid: h for wid, h in self._claims.items() if wid not in self._releasing
-                }
+                snapshot = {wid: h for wid, h in self._claims.items() if wid not in self._releasing}
                 outcomes: list[RenewOutcome] = [
                     RenewOutcome(wid, "not-held") for wid in self._claims if wid in self._releasing
                 ]

@@ -116,7 +116,9 @@ def build_acquire(
     epoch = next_epoch(snapshot.epoch)
     holder = HolderRecord(engine_id=engine_id, epoch=epoch, expires_at=now + ttl_ms, claimed_at=now)
     return Transition(
-        conditions=(ClaimCondition(snapshot.workflow_id, snapshot.epoch, ABSENT_HOLDER, "exact", label),),
+        conditions=(
+            ClaimCondition(snapshot.workflow_id, snapshot.epoch, ABSENT_HOLDER, "exact", label),
+        ),
         writes=(
             PutClaim(snapshot.workflow_id, epoch, holder_columns(holder)),
             _event("acquire", snapshot, epoch, engine_id, now),
@@ -134,7 +136,9 @@ def build_takeover(
     holder = HolderRecord(engine_id=engine_id, epoch=epoch, expires_at=now + ttl_ms, claimed_at=now)
     return Transition(
         conditions=(
-            ClaimCondition(snapshot.workflow_id, snapshot.epoch, snapshot.holder_columns, "exact", label),
+            ClaimCondition(
+                snapshot.workflow_id, snapshot.epoch, snapshot.holder_columns, "exact", label
+            ),
         ),
         writes=(
             PutClaim(snapshot.workflow_id, epoch, holder_columns(holder)),
@@ -195,7 +199,9 @@ def build_rotation(
     """External terminal rotation: CAS {epoch = e read} → epoch e+1, holder deleted."""
     epoch = next_epoch(snapshot.epoch)
     return Transition(
-        conditions=(ClaimCondition(snapshot.workflow_id, snapshot.epoch, ABSENT_HOLDER, "any", label),),
+        conditions=(
+            ClaimCondition(snapshot.workflow_id, snapshot.epoch, ABSENT_HOLDER, "any", label),
+        ),
         writes=(
             PutClaim(snapshot.workflow_id, epoch, ABSENT_HOLDER),
             _event(kind, snapshot, epoch, actor, now, reason),

@@ -10,6 +10,7 @@ this is a no-op and polling finds the work.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -88,10 +89,8 @@ class Listener:
                 logger.warning("LISTEN connection lost; reconnecting", exc_info=True)
                 self._stop.wait(1)
             finally:
-                try:
+                with contextlib.suppress(Exception):
                     conn.close()
-                except Exception:
-                    pass
 
 
 def wait_for_notify(using: str, channel: str, timeout: float, match: Callable[[str], bool]) -> bool:

@@ -35,25 +35,30 @@ class Command(BaseCommand):
         workflow_id = f"demo-order-{uuid.uuid4().hex[:6]}"
         try:
             handle = client.start(
-                "order", {"id": workflow_id, "amount": 500, "sleep": options["sleep"]},
+                "order",
+                {"id": workflow_id, "amount": 500, "sleep": options["sleep"]},
                 workflow_id=workflow_id,
             )
-            self.stdout.write(f"started {workflow_id} (run {handle.run_id}) on engine {engine.engine_id}")
+            self.stdout.write(
+                f"started {workflow_id} (run {handle.run_id}) on engine {engine.engine_id}"
+            )
             client.signal(workflow_id, "approved", {"by": "demo"})
             self.stdout.write("sent the 'approved' signal early: it is buffered until the wait")
             seen: set[tuple[str, int]] = set()
             deadline = time.monotonic() + options["timeout"]
             status = ""
             while time.monotonic() < deadline:
-                for run in WorkflowRun.objects.filter(workflow_id__startswith=workflow_id).order_by("created_at"):
+                for run in WorkflowRun.objects.filter(workflow_id__startswith=workflow_id).order_by(
+                    "created_at"
+                ):
                     for entry in JournalEntry.objects.filter(run=run).order_by("position"):
                         key = (str(run.pk), entry.position)
                         if key not in seen:
                             seen.add(key)
                             outcome = entry.error if entry.error is not None else entry.result
                             self.stdout.write(
-                                f"  [{run.workflow_id}] #{entry.position} {entry.kind} {entry.target} "
-                                f"-> {outcome!r} (epoch {entry.epoch})"
+                                f"  [{run.workflow_id}] #{entry.position} {entry.kind} "
+                                f"{entry.target} -> {outcome!r} (epoch {entry.epoch})"
                             )
                 current = handle.status()
                 if current != status:
@@ -66,9 +71,12 @@ class Command(BaseCommand):
                 raise CommandError(f"demo workflow ended {status!r}: {handle.error()!r}")
             self.stdout.write(f"result: {handle.result(timeout=1)!r}")
             self.stdout.write("claim history:")
-            for event in ClaimEvent.objects.filter(workflow_id__startswith=workflow_id).order_by("id"):
+            for event in ClaimEvent.objects.filter(workflow_id__startswith=workflow_id).order_by(
+                "id"
+            ):
                 self.stdout.write(
-                    f"  {event.workflow_id}: {event.kind} epoch {event.epoch} by {event.engine_id} at {event.at_ms}"
+                    f"  {event.workflow_id}: {event.kind} epoch {event.epoch} "
+                    f"by {event.engine_id} at {event.at_ms}"
                 )
         finally:
             engine.dispose(grace=5)

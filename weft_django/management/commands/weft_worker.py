@@ -22,9 +22,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--grace", type=float, default=10.0, help="seconds to finish turns")
-        parser.add_argument("--engine-id", default=None, help="engine id (default: unique per boot)")
+        parser.add_argument(
+            "--engine-id", default=None, help="engine id (default: unique per boot)"
+        )
         parser.add_argument("--concurrency", type=int, default=None, help="WORKER_CONCURRENCY")
         parser.add_argument("--log-level", default="INFO")
+        parser.add_argument(
+            "--no-listen",
+            action="store_true",
+            help="do not LISTEN for NOTIFY wakes (PostgreSQL); rely on polling alone",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         from weft_django.engine import Engine
@@ -33,7 +40,9 @@ class Command(BaseCommand):
         overrides: dict[str, Any] = {}
         if options["concurrency"]:
             overrides["worker_concurrency"] = options["concurrency"]
-        engine = Engine(engine_id=options["engine_id"], **overrides)
+        engine = Engine(
+            engine_id=options["engine_id"], listen=not options["no_listen"], **overrides
+        )
         stop = threading.Event()
 
         def on_signal(signum: int, frame: Any) -> None:
