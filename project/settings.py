@@ -2,7 +2,8 @@
 
 ``DATABASE_URL`` selects the database (default: a SQLite file beside this
 project, the embedded default). ``WEFT_TEST_TIMINGS=1`` shortens the claim
-timings for the process tests (TTL 3 s, renew 1 s: SPEC §8).
+timings for the process tests (TTL 3 s, renew 1 s: SPEC §8); ``WEFT_OWNERSHIP``
+sets ``WEFT["OWNERSHIP"]``.
 """
 
 from __future__ import annotations
@@ -87,6 +88,15 @@ if os.environ.get("WEFT_TEST_TIMINGS") == "1":
     WEFT.update(
         {"CLAIM_TTL": 3, "CLAIM_RENEW_INTERVAL": 1, "LEASE_TTL": 3, "LEASE_RENEW_INTERVAL": 1}
     )
+if os.environ.get("WEFT_OWNERSHIP"):
+    # One engine of another mode against the same store (the start-up gates' test).
+    WEFT["OWNERSHIP"] = os.environ["WEFT_OWNERSHIP"]
+# Single timings from the environment, in seconds (the Celery tests: a 60 s
+# polling backstop, a 2 s eta horizon): WEFT_CLAIM_TTL, WEFT_CLAIM_RENEW_INTERVAL,
+# WEFT_CELERY_ETA_HORIZON.
+for _key in ("CLAIM_TTL", "CLAIM_RENEW_INTERVAL", "CELERY_ETA_HORIZON"):
+    if os.environ.get(f"WEFT_{_key}"):
+        WEFT[_key] = float(os.environ[f"WEFT_{_key}"])
 
 LOGGING = {
     "version": 1,

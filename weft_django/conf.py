@@ -150,6 +150,19 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
                 )
             )
     merged = {**DEFAULTS, **{k: v for k, v in user.items() if k in DEFAULTS}}
+    marked = _process_transport
+    if marked is not None:
+        if "TRANSPORT" in user and user["TRANSPORT"] != marked:
+            problems.append(
+                SettingsProblem(
+                    "weft.E008",
+                    f"WEFT['TRANSPORT'] is {user['TRANSPORT']!r} but this process's transport "
+                    f"was set to {marked!r} by weft_django.celery.install(app)",
+                    hint="Leave TRANSPORT unset (install() sets it) or set it to "
+                    f"{marked!r}.",
+                )
+            )
+        merged["TRANSPORT"] = marked
 
     ownership = merged["OWNERSHIP"]
     if ownership not in OWNERSHIP_MODES:
@@ -265,6 +278,26 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
     return settings, problems
 
 
+#: The transport a transport's installer marked this process with
+#: (``weft_django.celery.install`` → ``"celery"``); ``None``: the settings decide.
+_process_transport: TransportName | None = None
+
+
+def mark_process_transport(name: TransportName | None) -> None:
+    """Set (or, with ``None``, clear) this process's transport; the settings reload.
+
+    Touches no Django setting: ``install(app)`` runs while the project's
+    settings module is still being imported.
+    """
+    global _process_transport
+    _process_transport = name
+    _holder.reset()
+
+
+def process_transport() -> TransportName | None:
+    return _process_transport
+
+
 class _SettingsHolder:
     """Caches the validated settings and drops them on ``setting_changed``."""
 
@@ -330,5 +363,7 @@ __all__ = [
     "build_settings",
     "duration_ms",
     "get_settings",
+    "mark_process_transport",
+    "process_transport",
     "settings_problems",
 ]

@@ -34,7 +34,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "weft_django.metrics_export needs prometheus_client: install the metrics extra "
-        "(pip install 'weft-django[metrics]')"
+        '(pip install "weft-django[metrics]")'
     ) from exc
 
 from django.db import DatabaseError

@@ -1,4 +1,5 @@
-"""A table the demo activities write, so tests can count real side effects."""
+"""Tables the demo activities write, so tests can count real side effects
+and pick up the async-activity tokens the demo hands out."""
 
 from django.db import models
 
@@ -10,3 +11,19 @@ class SideEffect(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.key}"
+
+
+class AsyncToken(models.Model):
+    """A token handed out by ``hand_out_token`` (the "outside world" completes it).
+
+    Keyed by the token: a hand-out that runs again (its engine died before
+    recording it) hands out the same token, and writes nothing new.
+    """
+
+    token = models.CharField(max_length=128, primary_key=True)
+    workflow_id = models.CharField(max_length=200, db_index=True)
+    key = models.CharField(max_length=200)
+    at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"token for {self.workflow_id}"

@@ -78,3 +78,46 @@ def slow_chain(ctx: Any, data: dict[str, Any]) -> Any:
     for i in range(int(data.get("steps", 5))):
         out.append((yield ctx.run(slow_step, f"{data['id']}:{i}", float(data.get("seconds", 0.5)))))
     return out
+
+
+# -- the multi-engine process tests (tests/engines/test_many_engines.py) -------
+
+
+@activity()
+def mixed_step(key: str) -> str:
+    _record("mixed", key)
+    return key
+
+
+@activity()
+def hand_out_token(token: str, workflow_id: str, key: str) -> None:
+    """Give the token to "the outside world": a row the test (or an operator) reads."""
+    from project.demo.models import AsyncToken
+
+    _record("mixed", f"{key}:handout")
+    AsyncToken.objects.get_or_create(token=token, defaults={"workflow_id": workflow_id, "key": key})
+
+
+@workflow(name="mixed-child")
+def mixed_child(ctx: Any, data: dict[str, Any]) -> Any:
+    return (yield ctx.run(mixed_step, f"{data['id']}:child"))
+
+
+@workflow(name="mixed")
+def mixed(ctx: Any, data: dict[str, Any]) -> Any:
+    """Every kind of park in one run: an activity, a sleep, an async activity
+    (its token handed out through ``AsyncToken``), a signal wait, a child."""
+    key = data["id"]
+    a = yield ctx.run(mixed_step, f"{key}:a")
+    yield ctx.sleep(float(data.get("sleep", 0.2)))
+    paid = yield ctx.async_activity(hand_out_token, ctx.workflow_id, key)
+    approved = yield ctx.wait_for_signal("go")
+    child = yield ctx.start_child("mixed-child", {"id": key})
+    b = yield ctx.run(mixed_step, f"{key}:b")
+    return {"a": a, "paid": paid, "approved": approved, "child": child, "b": b}
+
+
+@workflow(name="signal-wait")
+def signal_wait(ctx: Any, data: dict[str, Any]) -> Any:
+    """Parks until the signal ``go`` arrives; returns its payload."""
+    return (yield ctx.wait_for_signal("go"))

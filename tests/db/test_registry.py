@@ -741,6 +741,48 @@ def test_engine_scope_release_during_a_renewal_is_not_held(clock: ManualClock) -
         node._releasing.discard("wf")
 
 
+def test_engine_scope_a_sibling_release_or_reacquire_is_not_a_loss(clock: ManualClock) -> None:
+    """A Celery pool process of the same engine released (its run completed) or
+    released and re-acquired a claim the node renewed last pass: not lost."""
+    node = _registry("node-1", clock, renew_scope="engine")
+    child = _registry("node-1", clock, renew_scope="engine")
+    for wid in ("done", "again", "kept"):
+        child.acquire(wid)
+    node.renew_all()
+    assert sorted(node.tracked()) == ["again", "done", "kept"]
+    child.release("done")
+    child.release("again")
+    child.acquire("again")  # epoch 2, the same engine
+    clock.advance(1_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WeftWorkflowClaimLostWarning)
+        outcomes = node.renew_all()
+    assert sorted((o.workflow_id, o.status) for o in outcomes) == [
+        ("again", "renewed"),
+        ("done", "not-held"),
+        ("kept", "renewed"),
+    ]
+    assert node.current_epoch("again") == 2
+    assert "done" not in node.tracked()
+    assert node.metrics.snapshot().renewal_failures == 0
+    assert node.metrics.snapshot().attempts["deposed"] == 0
+
+
+def test_engine_scope_adopt_checks_engine_and_epoch(clock: ManualClock) -> None:
+    child = _registry("node-1", clock, renew_scope="engine")
+    facade = _registry("node-1", clock, renew_scope="engine")
+    other = _registry("engine-b", clock)
+    child.acquire("wf")
+    other.acquire("theirs")
+    assert facade.adopt("wf", 2) is None  # not the epoch the message names
+    assert facade.adopt("theirs", 1) is None  # another engine's
+    assert facade.adopt("nothing", 1) is None
+    assert facade.tracked() == []
+    holder = facade.adopt("wf", 1)
+    assert holder is not None and (holder.engine_id, holder.epoch) == ("node-1", 1)
+    assert facade.current_epoch("wf") == 1
+
+
 # -- query counts -------------------------------------------------------------------
 
 

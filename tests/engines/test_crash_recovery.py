@@ -4,9 +4,9 @@ SPEC §2 "Engines", §4.4 (expire, takeover, release), §8 (process tests).
 
 Each worker is ``python manage.py weft_worker`` in its own process group
 (``start_new_session=True``) on the *test* database (``child_env()``), with
-the short claim timings of ``WEFT_TEST_TIMINGS=1`` (TTL 3 s, renew 1 s).
-Children are killed as a whole group in a ``finally`` before the database
-is flushed.
+the short claim timings of ``WEFT_TEST_TIMINGS=1`` (TTL 3 s, renew 1 s);
+see ``tests/engines/harness.py``. Children are killed as a whole group in a
+``finally`` before the database is flushed.
 
 Safety is asserted from durable records only (``ClaimEvent``,
 ``WorkflowClaim``, ``JournalEntry``, ``SideEffect``, ``EngineRecord``); no
@@ -20,123 +20,37 @@ SQLite leg of CI deselects (``-m "not processes"``).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import subprocess
-import time
 from collections import Counter
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import connection
 
-from project.demo.models import SideEffect
-from tests.support import REPO_ROOT, child_env, python
+from tests.engines.harness import (
+    CHILD_TTL_MS,
+    GRACE_MS,
+    HANG_TIMEOUT_S,
+    Worker,
+    assert_journal_fenced,
+    events_of,
+    journal,
+    side_effect_counts,
+    wait_for,
+    wall_ms,
+)
 from weft_django import client
-from weft_django.models import ClaimEvent, EngineRecord, JournalEntry, WorkflowClaim, WorkflowRun
-from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
+from weft_django.models import EngineRecord, JournalEntry, WorkflowClaim, WorkflowRun
 
 pytestmark = [pytest.mark.processes]
 
-HANG_TIMEOUT_S = 20.0  # hang protection only, never a performance assertion
 RESULT_TIMEOUT_S = 60.0
-# WEFT_TEST_TIMINGS=1 in the children (project/settings.py): TTL 3 s, renew 1 s.
-CHILD_RENEW_INTERVAL_MS = 1_000
-CHILD_TTL_MS = 3_000
-GRACE_MS = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * CHILD_RENEW_INTERVAL_MS
 STEPS = 6
 STEP_SECONDS = 0.4
 
 
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class Worker:
-    """One ``manage.py weft_worker`` child; stdout and stderr go to a log file."""
-
-    def __init__(self, engine_id: str, logs: Path, *extra: str) -> None:
-        self.engine_id = engine_id
-        self.log_path = logs / f"{engine_id}.log"
-        with self.log_path.open("w") as log:
-            self.proc = subprocess.Popen(
-                [python(), "manage.py", "weft_worker", "--engine-id", engine_id, *extra],
-                cwd=REPO_ROOT,
-                env=child_env(WEFT_TEST_TIMINGS="1"),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, killed as a whole
-            )
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signum)
-
-    def kill(self) -> None:
-        self.signal_group(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=HANG_TIMEOUT_S)
-
-    def wait_booted(self) -> EngineRecord:
-        return wait_for(
-            f"{self.engine_id} to boot",
-            lambda: EngineRecord.objects.filter(pk=self.engine_id).first(),
-            self,
-        )
-
-
-def wait_for(what: str, probe: Callable[[], Any], *workers: Worker) -> Any:
-    """Poll ``probe`` until it returns something truthy (bounded by the hang timeout)."""
-    deadline = time.monotonic() + HANG_TIMEOUT_S
-    while True:
-        value = probe()
-        if value:
-            return value
-        for worker in workers:
-            code = worker.proc.poll()
-            if code is not None:
-                pytest.fail(f"{worker.engine_id} exited {code} waiting for {what}:\n{worker.log()}")
-        if time.monotonic() > deadline:
-            logs = "\n".join(f"--- {w.engine_id}\n{w.log()}" for w in workers)
-            pytest.fail(f"timed out waiting for {what}\n{logs}")
-        time.sleep(0.02)
-
-
 def chain_input(key: str) -> dict[str, Any]:
     return {"id": key, "steps": STEPS, "seconds": STEP_SECONDS}
-
-
-def journal(run_id: str) -> list[JournalEntry]:
-    return list(JournalEntry.objects.filter(run_id=run_id).order_by("position"))
-
-
-def events_of(workflow_id: str) -> list[ClaimEvent]:
-    return list(ClaimEvent.objects.filter(workflow_id=workflow_id).order_by("id"))
-
-
-def side_effect_counts(workflow_key: str) -> Counter[str]:
-    keys = SideEffect.objects.filter(kind="slow", key__startswith=f"{workflow_key}:")
-    return Counter(keys.values_list("key", flat=True))
-
-
-def assert_journal_fenced(entries: list[JournalEntry], events: list[ClaimEvent]) -> None:
-    """Each entry was written under the epoch some event granted to its engine;
-    epochs never decrease along the journal."""
-    granted = {e.epoch: e.engine_id for e in events if e.kind in ("acquire", "takeover")}
-    assert len(granted) == len([e for e in events if e.kind in ("acquire", "takeover")])
-    previous = 0
-    for entry in entries:
-        assert entry.epoch in granted, (entry.position, entry.epoch, granted)
-        assert entry.engine_id == granted[entry.epoch], (entry.position, entry.engine_id, granted)
-        assert entry.epoch >= previous, [(x.position, x.epoch) for x in entries]
-        previous = entry.epoch
 
 
 @pytest.mark.django_db(transaction=True)

@@ -34,6 +34,7 @@ from weft_django.models import TERMINAL_STATUSES, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.batch import Insert, UniqueAbsence, conditional_batch
 from weft_django.ownership.codec import decode_holder_row
+from weft_django.transports import wake_hooks
 from weft_django.transports.notify import DONE_CHANNEL, WAKE_CHANNEL, notify_on_commit
 
 WORKFLOW_ID_RE = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
@@ -195,6 +196,9 @@ def start(
                     return _existing_for_key(existing, idempotency_key, name)
             raise WorkflowAlreadyRunning(workflow_id)
         notify_on_commit(WAKE_CHANNEL, workflow_id, db)
+        wake_hooks.wake_on_commit(
+            "start", run_id=run.pk, using=db, workflow_id=workflow_id, start_at=begin_at
+        )
     return WorkflowHandle(workflow_id, str(run.pk))
 
 

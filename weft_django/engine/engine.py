@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +79,13 @@ class Engine:
         base = get_settings()
         self.listen = listen
         self.dispatcher = dispatcher
+        # Transport hooks of the maintenance pass (None: the polling defaults).
+        # ``timer_dispatcher(owned_runs, now_ms)`` hands timers over (a Celery
+        # node: an ``eta`` message once due within CELERY_ETA_HORIZON) and returns
+        # the run ids it dispatched for a turn now; ``stranded_finder(owned_runs,
+        # now_ms)`` returns the ``running`` run ids whose turn must be re-driven.
+        self.timer_dispatcher: Callable[[Any, int], Iterable[Any]] | None = None
+        self.stranded_finder: Callable[[Any, int], Iterable[Any]] | None = None
         self.settings: WeftSettings = base.with_overrides(**overrides) if overrides else base
         self.engine_id = engine_id or new_engine_id()
         self.uses_injected_clock = clock is not None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import F
@@ -44,6 +44,7 @@ from weft_django.ownership.batch import (
     conditional_batch,
 )
 from weft_django.ownership.transitions import ClaimSnapshot, build_rotation
+from weft_django.transports import wake_hooks
 from weft_django.transports.notify import WAKE_CHANNEL, notify_on_commit
 
 MAX_ATTEMPTS = 8
@@ -188,6 +189,8 @@ def _run_stop(
         result = conditional_batch(conditions, writes, using=db)
         if result.committed:
             notify_on_commit(WAKE_CHANNEL, workflow_id, db)
+            if status in TERMINAL_STATUSES and current.parent_id is not None:
+                wake_hooks.wake_on_commit("child-completion", run_id=current.parent_id, using=db)
             current.refresh_from_db(using=db)
             return current
     raise InvalidTransitionError(workflow_id, latest_run(workflow_id, db).status, action)
@@ -259,6 +262,12 @@ def _reactivate(
         )
         if result.committed:
             notify_on_commit(WAKE_CHANNEL, workflow_id, db)
+            wake_hooks.wake_on_commit(
+                "resume" if action == "resume" else "retry",
+                run_id=run.pk,
+                using=db,
+                workflow_id=workflow_id,
+            )
             run.refresh_from_db(using=db)
             return run
     raise InvalidTransitionError(workflow_id, latest_run(workflow_id, db).status, action)
@@ -307,20 +316,32 @@ def force_release(workflow_id: str, *, actor: str = "admin") -> int:
     raise InvalidTransitionError(workflow_id, "contended", "force_release")
 
 
-def purge(workflow_id: str, *, actor: str = "client") -> int:
-    """Delete every terminal run of ``workflow_id``; the claim row (epoch) stays."""
+def purge(
+    workflow_id: str, *, actor: str = "client", finished_before: datetime | None = None
+) -> int:
+    """Delete terminal runs of ``workflow_id``; the claim row (epoch) stays.
+
+    Without ``finished_before`` every run must be terminal (a live latest run
+    → ``InvalidTransitionError``) and all are deleted, rotating the epoch.
+    With it (retention), only terminal runs finished before then go; the
+    epoch rotates only when no live run of the id remains, so retention never
+    deposes a running owner.
+    """
     db = get_settings().database
     run = latest_run(workflow_id, db)
-    if run.status not in TERMINAL_STATUSES:
+    if finished_before is None and run.status not in TERMINAL_STATUSES:
         raise InvalidTransitionError(workflow_id, run.status, "purge")
-    runs = list(
-        WorkflowRun.objects.using(db)
-        .filter(workflow_id=workflow_id, status__in=TERMINAL_STATUSES)
-        .values_list("pk", flat=True)
+    selected = WorkflowRun.objects.using(db).filter(
+        workflow_id=workflow_id, status__in=TERMINAL_STATUSES
     )
+    if finished_before is not None:
+        selected = selected.filter(finished_at__lt=finished_before)
+    runs = list(selected.values_list("pk", flat=True))
+    if not runs:
+        return 0
     conditions: list[Condition] = [RunCondition(pk, statuses=TERMINAL_STATUSES) for pk in runs]
     writes: list[Write] = [Delete(WorkflowRun, {"pk__in": runs})]
-    if get_settings().ownership == "workflow-lease":
+    if get_settings().ownership == "workflow-lease" and run.status in TERMINAL_STATUSES:
         rotation = build_rotation(
             _claim_snapshot(workflow_id, db), actor=actor, now=wall_ms(), reason="purge"
         )
@@ -332,7 +353,8 @@ def purge(workflow_id: str, *, actor: str = "client") -> int:
     return len(runs)
 
 
-def purge_older_than(age: timedelta) -> int:
+def purge_older_than(age: timedelta, *, actor: str = "client") -> int:
+    """Retention: delete terminal runs that finished more than ``age`` ago."""
     db = get_settings().database
     cutoff = timezone.now() - age
     ids = list(
@@ -344,7 +366,7 @@ def purge_older_than(age: timedelta) -> int:
     total = 0
     for workflow_id in ids:
         try:
-            total += purge(workflow_id, actor="retention")
+            total += purge(workflow_id, actor=actor, finished_before=cutoff)
         except (InvalidTransitionError, WorkflowNotFound):
             continue
     return total
@@ -373,6 +395,7 @@ def signal(workflow_id: str, name: str, payload: Any) -> SignalMessage:
         )
         if result.committed:
             notify_on_commit(WAKE_CHANNEL, workflow_id, db)
+            wake_hooks.wake_on_commit("signal", run_id=run.pk, using=db, workflow_id=workflow_id)
             return message
     raise InvalidTransitionError(workflow_id, latest_run(workflow_id, db).status, "signal")
 
@@ -407,5 +430,8 @@ def settle_async(
     if not outcome.committed:
         raise AsyncActivityTokenError("used")
     notify_on_commit(WAKE_CHANNEL, row.run.workflow_id, db)
+    wake_hooks.wake_on_commit(
+        "async-activity", run_id=row.run_id, using=db, workflow_id=row.run.workflow_id
+    )
     row.refresh_from_db(using=db)
     return row

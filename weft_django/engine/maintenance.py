@@ -78,14 +78,21 @@ class Maintenance:
         if owned is None:
             return found
         now = engine.now_ms()
-        due = (
-            Timer.objects.using(self.db)
-            .filter(fire_at__lte=now, run__status__in=("running", "parked"))
-            .filter(run__in=owned.values("pk"))
-            .values_list("run_id", "kind")
-            .order_by("fire_at")[: BATCH * 4]
-        )
         seen: set[str] = set()
+        if engine.timer_dispatcher is not None:
+            # Hook (the Celery transport): the transport hands timers over itself
+            # (an ``eta`` once due within its horizon, each timer sent once) and
+            # returns the runs it dispatched for a turn now.
+            seen.update(str(r) for r in engine.timer_dispatcher(owned, now))
+            due: Any = ()
+        else:
+            due = (
+                Timer.objects.using(self.db)
+                .filter(fire_at__lte=now, run__status__in=("running", "parked"))
+                .filter(run__in=owned.values("pk"))
+                .values_list("run_id", "kind")
+                .order_by("fire_at")[: BATCH * 4]
+            )
         for run_id, kind in due:
             if str(run_id) not in seen:
                 seen.add(str(run_id))
@@ -97,7 +104,11 @@ class Maintenance:
             if str(run_id) not in seen:
                 seen.add(str(run_id))
                 engine.dispatch(run_id, "signal")
-        stranded = owned.filter(status="running").values_list("pk", flat=True)[:BATCH]
+        stranded: Any = owned.filter(status="running").values_list("pk", flat=True)[:BATCH]
+        if engine.stranded_finder is not None:
+            # Hook (the Celery transport): only runs whose turn process is gone
+            # (its pool child died) or whose hand-off message went missing.
+            stranded = engine.stranded_finder(owned, now)
         for run_id in stranded:
             if str(run_id) not in seen:
                 seen.add(str(run_id))
@@ -152,10 +163,12 @@ class Maintenance:
                 continue
             result = takeover_with_retries(registry, workflow_id)
             status = result.status
-            if status == "no-claim":
+            how = "took over"
+            if status == "no-claim":  # released (e.g. a graceful shutdown): a plain acquire
                 status = registry.acquire(workflow_id).status
+                how = "acquired released"
             if status == "acquired":
-                logger.info("engine %s took over %s", engine.engine_id, workflow_id)
+                logger.info("engine %s %s %s", engine.engine_id, how, workflow_id)
                 engine.dispatch(run_id, "inline-macrotask-drive")
                 count += 1
         return count

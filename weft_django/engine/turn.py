@@ -66,6 +66,7 @@ from weft_django.ownership.batch import (
 )
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.fold import ClaimFold, prepare_claim_fold
+from weft_django.transports import wake_hooks
 from weft_django.transports.notify import DONE_CHANNEL, WAKE_CHANNEL, notify_on_commit
 
 if TYPE_CHECKING:
@@ -624,6 +625,10 @@ class Turn:
         notify_on_commit(DONE_CHANNEL, str(self.run.pk), self.db)
         if self.run.parent_id is not None:
             notify_on_commit(WAKE_CHANNEL, wid, self.db)
+            if status != "suspended":  # a suspended child does not wake its parent
+                wake_hooks.wake_on_commit(
+                    "child-completion", run_id=self.run.parent_id, using=self.db
+                )
         self.run.status = status
         signal = {
             "completed": weft_signals.workflow_completed,

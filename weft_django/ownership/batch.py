@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 from django.db import DatabaseError, IntegrityError, connections, models, transaction
 
 from weft_django.models import GlobalLease, WorkflowClaim, WorkflowRun
+from weft_django.ownership.codec import decode_holder_row
 
 HolderColumns = tuple[str | None, int | None, int | None]
 """``(engine_id, expires_at, claimed_at)`` exactly as stored."""
@@ -53,7 +54,7 @@ class Condition(Protocol):
 class ClaimCondition:
     """The claim row of ``workflow_id`` must have ``epoch`` and a holder that
     matches: ``exact`` (all three columns, ``ABSENT_HOLDER`` = absent),
-    ``owner`` (present and held by ``holder[0]``) or ``any``."""
+    ``owner`` (a holder that decodes, held by ``holder[0]``) or ``any``."""
 
     workflow_id: str
     epoch: int
@@ -68,12 +69,10 @@ class ClaimCondition:
         if self.match == "exact":
             return actual == self.holder
         if self.match == "owner":
-            return (
-                row.engine_id is not None
-                and row.engine_id == self.holder[0]
-                and row.expires_at is not None
-                and row.claimed_at is not None
-            )
+            # Fail-closed (SPEC §4.1): a holder that does not decode -- half-null,
+            # out-of-range times -- is never "me", as the wake guard and takeover see it.
+            holder = decode_holder_row(row.engine_id, row.epoch, row.expires_at, row.claimed_at)
+            return holder is not None and holder.engine_id == self.holder[0]
         return True
 
 

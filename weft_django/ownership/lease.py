@@ -19,6 +19,7 @@ from weft_django.models import GlobalLease
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.batch import LeaseCondition, Update, conditional_batch
 from weft_django.ownership.codec import is_valid_epoch, is_valid_timestamp
+from weft_django.ownership.transitions import next_epoch
 from weft_django.warnings import warn_lease_lost
 
 LeaseLostReason = Literal["deposed", "renewal-unconfirmable"]
@@ -33,10 +34,11 @@ class LeaseSnapshot:
     @property
     def holder_live_possible(self) -> bool:
         """A holder that decodes (a garbage holder is stealable at once)."""
+        # Epoch 0 means "never acquired": no engine writes a holder at it.
         return (
             bool(self.holder_id)
             and is_valid_timestamp(self.expires_at)
-            and (self.epoch == 0 or is_valid_epoch(self.epoch))
+            and is_valid_epoch(self.epoch)
         )
 
 
@@ -93,7 +95,8 @@ class GlobalLeaseManager:
         now = self.clock()
         if not self.is_expired(snapshot, now):
             return False
-        epoch = max(snapshot.epoch, 0) + 1
+        # From the stored epoch, never rewound; EpochExhaustedError when it cannot grow.
+        epoch = next_epoch(snapshot.epoch)
         result = conditional_batch(
             [LeaseCondition(snapshot.epoch, snapshot.holder_id)],
             [

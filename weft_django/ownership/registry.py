@@ -9,7 +9,9 @@ Invariants:
   any number of claims. Scope ``"held"`` (a standalone engine) matches each
   row on its exact holder; scope ``"engine"`` (a Celery node, whose claims
   are taken by several pool processes) renews every row carrying this
-  engine id, and a claim renewed last pass but not returned now was lost.
+  engine id, and a claim renewed last pass but not returned now was lost —
+  unless a sibling process of the same engine released it at that epoch
+  (its run completed): one more read, only when something is missing.
 - Tracking starts only after the acquiring batch committed.
 """
 
@@ -29,6 +31,7 @@ from weft_django.ownership.codec import (
     MAX_EPOCH_EXCLUSIVE,
     MAX_TIMESTAMP_EXCLUSIVE,
     HolderRecord,
+    holder_row_absent,
 )
 from weft_django.ownership.cooldown import TakeoverCooldown
 from weft_django.ownership.metrics import ClaimMetrics
@@ -272,15 +275,55 @@ class ClaimRegistry:
             for wid, old in previous.items():
                 if wid in self._releasing:
                     outcomes.append(RenewOutcome(wid, "not-held"))
-                elif wid not in fresh or fresh[wid].epoch != old.epoch:
+                elif wid not in fresh:
+                    # (A row in ``fresh`` carries this engine id, at this epoch or at
+                    # a newer one a sibling process re-acquired: still held.)
                     lost.append((wid, old.epoch))
-                    outcomes.append(RenewOutcome(wid, "lost"))
             outcomes.extend(RenewOutcome(wid, "renewed") for wid in fresh)
             self._claims = {**{w: h for w, h in previous.items() if w in self._releasing}, **fresh}
             self.metrics.set_active_claims(len(self._claims))
+        ended_here = self._ended_by_this_engine(lost) if lost else set()
         for wid, epoch in lost:
+            if wid in ended_here:
+                outcomes.append(RenewOutcome(wid, "not-held"))
+                continue
+            outcomes.append(RenewOutcome(wid, "lost"))
             self._record_loss(wid, now, epoch)
         return outcomes
+
+    def _ended_by_this_engine(self, missing: list[tuple[str, int]]) -> set[str]:
+        """Engine scope: the ids among ``missing`` whose generation this engine
+        ended itself — released by a sibling pool process at the same epoch (a
+        completed run), or since re-acquired by one (a race with this pass).
+        Not a loss."""
+        epochs = dict(missing)
+        rows = (
+            WorkflowClaim.objects.using(self.using)
+            .filter(pk__in=list(epochs))
+            .values_list("workflow_id", "epoch", "engine_id", "expires_at", "claimed_at")
+        )
+        ended: set[str] = set()
+        for wid, epoch, engine_id, expires_at, claimed_at in rows:
+            released = holder_row_absent(engine_id, expires_at, claimed_at) and epoch == epochs[wid]
+            if released or engine_id == self.engine_id:
+                ended.add(wid)
+        return ended
+
+    def adopt(self, workflow_id: str, epoch: int) -> HolderRecord | None:
+        """Engine scope: track a claim another process of this engine took.
+
+        Re-reads the holder; tracks it (and returns it) only when the row
+        carries this engine id at exactly ``epoch``, else ``None`` and nothing
+        changes. A Celery pool process adopts the claim a wake message names
+        before each turn, since claims are renewed by the node, not by it.
+        """
+        holder = self.read(workflow_id).holder
+        if holder is None or holder.engine_id != self.engine_id or holder.epoch != epoch:
+            return None
+        with self._lock:
+            self._claims[workflow_id] = holder
+            self.metrics.set_active_claims(len(self._claims))
+        return holder
 
     def _record_loss(self, workflow_id: str, now: int, epoch: int) -> None:
         self.cooldown.record_deposition(workflow_id, now)

@@ -3,7 +3,12 @@
 Runs until SIGTERM/SIGINT, then stops taking turns, finishes in-flight turns
 up to ``--grace`` seconds, releases every claim (so another engine takes
 over at once, without waiting for expiry), marks its ``EngineRecord``
-stopped and exits 0. Logs one line per event.
+stopped and exits 0. Logs one line per event; an ownership warning's line
+ends with its structured fields (``[event=workflow_claim_lost
+during=renewal …]``), and since every weft warning is logged, the duplicate
+``warnings.warn`` copy on stderr is silenced in this process. A start-up
+gate that refuses (SPEC §4.3) exits 1 with its message, having written
+nothing.
 """
 
 from __future__ import annotations
@@ -12,9 +17,28 @@ import logging
 import signal
 import sys
 import threading
+import warnings
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from weft_django.errors import OwnershipModeMismatchError
+from weft_django.warnings import WeftWarning
+
+
+class _Formatter(logging.Formatter):
+    """One plain line; the structured fields of a weft warning appended."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, "weft", None)
+        if isinstance(fields, dict):
+            shown = " ".join(
+                f"{k}={v}" for k, v in fields.items() if k != "workflow_id" and v is not None
+            )
+            line = f"{line} [{shown}]"
+        return line
 
 
 class Command(BaseCommand):
@@ -51,7 +75,12 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        engine.start()
+        try:
+            engine.start()
+        except (OwnershipModeMismatchError, ImproperlyConfigured) as exc:
+            # A start-up gate refused (SPEC §4.3): nothing was written; say why, exit 1.
+            logging.getLogger("weft_django.engine").error("engine refused to start: %s", exc)
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
         self.stdout.write(f"weft_worker {engine.engine_id} running (ownership={engine.ownership})")
         self.stdout.flush()
         while not stop.wait(0.5):
@@ -65,8 +94,9 @@ class Command(BaseCommand):
     @staticmethod
     def _configure_logging(level: str) -> None:
         handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         root = logging.getLogger("weft_django")
         root.handlers = [handler]
         root.setLevel(level.upper())
         root.propagate = False
+        warnings.simplefilter("ignore", WeftWarning)  # each one is logged above

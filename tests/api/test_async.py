@@ -1,0 +1,124 @@
+"""``async-activities/<token>/complete|fail/``: the token alone authorises."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.api import workflows as wf
+from tests.api.conftest import url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _token_for(api: Any, weft_env: Any, workflow_id: str) -> str:
+    response = api.post(
+        url("workflows/"),
+        {"name": "api-async", "workflow_id": workflow_id, "input": workflow_id},
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    weft_env.run_until_idle()
+    assert len(wf.TOKENS) == 1, wf.TOKENS
+    return wf.TOKENS[-1]
+
+
+def test_detail_shows_the_pending_token_hash_prefix_never_the_token(
+    api: Any, weft_env: Any
+) -> None:
+    token = _token_for(api, weft_env, "as-0")
+    body = api.get(url("workflows/as-0/")).json()
+    pending = body["pending_async_token"]
+    assert pending["target"] == "api.hand_out"
+    assert pending["token_hash_prefix"] == hashlib.sha256(token.encode()).hexdigest()[:12]
+    assert isinstance(pending["position"], int)
+    assert body["pending_async_activities"] == [pending]
+    assert token not in api.get(url("workflows/as-0/")).content.decode()
+
+
+def test_complete_with_the_token_alone(api: Any, weft_env: Any) -> None:
+    token = _token_for(api, weft_env, "as-1")
+    anonymous = APIClient()  # no session, no credentials: the token is the credential
+    response = anonymous.post(
+        url(f"async-activities/{token}/complete/"), {"result": {"paid": True}}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert response.json() == {"status": "completed"}
+    weft_env.run_until_idle()
+    done = api.get(url("workflows/as-1/")).json()
+    assert done["status"] == "completed"
+    assert done["result"] == {"result": {"paid": True}}
+    assert done["pending_async_token"] is None
+
+    used = anonymous.post(url(f"async-activities/{token}/complete/"), {}, format="json")
+    assert used.status_code == 409
+    assert used.json()["code"] == "async_activity_token" and used.json()["kind"] == "used"
+
+
+def test_fail_with_the_token_alone(api: Any, weft_env: Any) -> None:
+    token = _token_for(api, weft_env, "as-2")
+    response = APIClient().post(
+        url(f"async-activities/{token}/fail/"),
+        {"error": {"message": "declined", "type": "CardDeclined", "details": {"code": 51}}},
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    assert response.json() == {"status": "failed"}
+    weft_env.run_until_idle()
+    done = api.get(url("workflows/as-2/")).json()
+    assert done["status"] == "completed"
+    assert done["result"] == {"failed": "declined", "type": "CardDeclined"}
+
+    used = APIClient().post(
+        url(f"async-activities/{token}/fail/"), {"error": {"message": "x"}}, format="json"
+    )
+    assert used.status_code == 409 and used.json()["kind"] == "used"
+
+
+def test_a_logged_in_session_without_csrf_token_can_still_complete(
+    staff_user: Any, weft_env: Any, api: Any
+) -> None:
+    # No authentication runs on these endpoints, so no CSRF check can refuse the call.
+    token = _token_for(api, weft_env, "as-3")
+    strict = APIClient(enforce_csrf_checks=True)
+    strict.force_login(staff_user)
+    response = strict.post(url(f"async-activities/{token}/complete/"), {}, format="json")
+    assert response.status_code == 200, response.json()
+
+
+@pytest.mark.parametrize("action", ["complete", "fail"])
+def test_unknown_token_is_404(anon: Any, action: str) -> None:
+    body = {"error": {"message": "x"}} if action == "fail" else {"result": 1}
+    response = anon.post(url(f"async-activities/{'0' * 64}/{action}/"), body, format="json")
+    assert response.status_code == 404
+    assert response.json()["code"] == "async_activity_token"
+    assert response.json()["kind"] == "unknown"
+
+
+def test_fail_body_is_validated(anon: Any) -> None:
+    token = "0" * 64
+    for body, field in (
+        ({}, "error"),
+        ({"error": "declined"}, "error"),
+        ({"error": {"type": "X"}}, "error"),
+        ({"error": {"message": 3}}, "error"),
+    ):
+        response = anon.post(url(f"async-activities/{token}/fail/"), body, format="json")
+        assert response.status_code == 400, (body, response.json())
+        assert response.json()["code"] == "invalid"
+        assert field in response.json()["errors"], response.json()
+
+
+def test_fail_body_optional_parts_may_be_null_or_blank(anon: Any) -> None:
+    token = "0" * 64
+    for error in (
+        {"message": ""},
+        {"message": "m", "type": None, "details": None},
+        {"message": "m", "type": "", "details": [1, {"a": None}]},
+    ):
+        path = url(f"async-activities/{token}/fail/")
+        response = anon.post(path, {"error": error}, format="json")
+        assert response.status_code == 404, (error, response.json())  # valid body, unknown token

@@ -1,0 +1,102 @@
+"""Routes of the weft REST API: ``path("api/weft/", include("weft_django.api.urls"))``.
+
+Why path converters: workflow ids may contain ``:``, ``@`` and ``.``
+(``order:o-1``, ``user@example.com``), which ``<str:...>`` would accept
+along with characters no workflow id can have; the converter matches
+exactly the id grammar of SPEC §2, and drf-spectacular publishes its regex
+as the parameter's ``pattern``. Tokens are matched as URL-safe text; an
+unknown one is a 404 from the view, not from the router.
+
+The last route catches everything else under the API's prefix (an id
+outside the grammar, a missing trailing slash, a typo) and answers a JSON
+404 with a code, so no response of the API is Django's HTML error page.
+"""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+from django.core.exceptions import ImproperlyConfigured
+from django.urls import URLPattern, URLResolver, path, re_path, register_converter
+from django.urls.converters import get_converters
+
+# The API is an optional extra: say how to get it instead of a bare ImportError.
+_missing = [name for name in ("rest_framework", "drf_spectacular") if find_spec(name) is None]
+if _missing:
+    raise ImproperlyConfigured(
+        f"The weft REST API needs {' and '.join(_missing)}: "
+        'pip install "weft-django[api]" (Django REST framework and drf-spectacular).'
+    )
+
+from weft_django.api import views  # noqa: E402  (after the check above)
+
+
+class WorkflowIdConverter:
+    """``[A-Za-z0-9._:@-]{1,200}`` (SPEC §2)."""
+
+    regex = r"[A-Za-z0-9._:@-]{1,200}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+class AsyncTokenConverter:
+    """URL-unreserved characters; the token itself is checked against its hash."""
+
+    regex = r"[A-Za-z0-9._~-]{1,512}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+# Registering a converter name twice is deprecated (Django 5.1+): a second
+# import of this module (e.g. from another URLconf) must not do it again.
+for _name, _converter in (
+    ("weft_workflow_id", WorkflowIdConverter),
+    ("weft_async_token", AsyncTokenConverter),
+):
+    if _name not in get_converters():
+        register_converter(_converter, _name)
+
+app_name = "weft"
+
+_W = "workflows/<weft_workflow_id:workflow_id>/"
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("workflows/", views.WorkflowListView.as_view(), name="workflow-list"),
+    path(_W, views.WorkflowDetailView.as_view(), name="workflow-detail"),
+    path(_W + "history/", views.WorkflowHistoryView.as_view(), name="workflow-history"),
+    path(_W + "signal/", views.WorkflowSignalView.as_view(), name="workflow-signal"),
+    path(_W + "cancel/", views.WorkflowCancelView.as_view(), name="workflow-cancel"),
+    path(_W + "suspend/", views.WorkflowSuspendView.as_view(), name="workflow-suspend"),
+    path(_W + "resume/", views.WorkflowResumeView.as_view(), name="workflow-resume"),
+    path(_W + "retry/", views.WorkflowRetryView.as_view(), name="workflow-retry"),
+    path(_W + "purge/", views.WorkflowPurgeView.as_view(), name="workflow-purge"),
+    path(_W + "query/", views.WorkflowQueryView.as_view(), name="workflow-query"),
+    path(_W + "ownership/", views.WorkflowOwnershipView.as_view(), name="workflow-ownership"),
+    path(
+        _W + "claim-events/",
+        views.WorkflowClaimEventsView.as_view(),
+        name="workflow-claim-events",
+    ),
+    path("claims/", views.ClaimListView.as_view(), name="claim-list"),
+    path("engines/", views.EngineListView.as_view(), name="engine-list"),
+    path("metrics/", views.MetricsView.as_view(), name="metrics"),
+    path(
+        "async-activities/<weft_async_token:token>/complete/",
+        views.AsyncActivityCompleteView.as_view(),
+        name="async-activity-complete",
+    ),
+    path(
+        "async-activities/<weft_async_token:token>/fail/",
+        views.AsyncActivityFailView.as_view(),
+        name="async-activity-fail",
+    ),
+    re_path(r"^[\s\S]*$", views.not_found, name="not-found"),  # "." would miss a newline
+]
