@@ -42,7 +42,7 @@ from django.db import connections, transaction
 from django.db.models import F, Min, OuterRef, Q, QuerySet, Subquery
 
 from weft_django.conf import get_settings
-from weft_django.engine.engine import Engine
+from weft_django.engine import Engine
 from weft_django.engine.maintenance import TIMER_WAKE_KIND
 from weft_django.models import EngineRecord, Timer, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER

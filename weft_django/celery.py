@@ -1,0 +1,25 @@
+"""``weft_django.celery.install(app)``: run weft engines inside Celery workers.
+
+In the project's ``celery.py``::
+
+    app = Celery("proj")
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    from weft_django.celery import install
+    install(app)
+
+Importing this module (or calling ``install``) in a web process, ``migrate``
+or ``shell`` starts nothing; see ``weft_django.transports.celery``.
+"""
+
+from __future__ import annotations
+
+from weft_django.transports.celery import (
+    DEFAULT_QUEUE,
+    DRIVE_TASK,
+    PICKUP_TASK,
+    WeftNodeStep,
+    install,
+    uninstall,
+)
+
+__all__ = ["DEFAULT_QUEUE", "DRIVE_TASK", "PICKUP_TASK", "WeftNodeStep", "install", "uninstall"]
