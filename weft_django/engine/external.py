@@ -353,8 +353,12 @@ def purge(
     return len(runs)
 
 
-def purge_older_than(age: timedelta, *, actor: str = "client") -> int:
-    """Retention: delete terminal runs that finished more than ``age`` ago."""
+def purge_older_than(age: timedelta, *, actor: str = "client", limit: int | None = None) -> int:
+    """Retention: delete terminal runs that finished more than ``age`` ago.
+
+    ``limit`` bounds how many workflow ids one call purges (the engine's
+    retention pass), so a backlog is worked off over several passes.
+    """
     db = get_settings().database
     cutoff = timezone.now() - age
     ids = list(
@@ -362,6 +366,7 @@ def purge_older_than(age: timedelta, *, actor: str = "client") -> int:
         .filter(status__in=TERMINAL_STATUSES, finished_at__lt=cutoff)
         .values_list("workflow_id", flat=True)
         .distinct()
+        .order_by("workflow_id")[: limit or None]
     )
     total = 0
     for workflow_id in ids:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
@@ -38,6 +39,7 @@ class Maintenance:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.heartbeat_due = 0
+        self.retention_due = 0
 
     @property
     def db(self) -> str:
@@ -71,6 +73,7 @@ class Maintenance:
         if engine.halted:
             return 0
         found = 0
+        self.apply_retention()
         found += self.time_out_expired_runs()
         found += self.reclaim()
         runs = WorkflowRun.objects.using(self.db)
@@ -116,6 +119,28 @@ class Maintenance:
         found += len(seen)
         found += self.pick_up_pending()
         return found
+
+    def apply_retention(self) -> int:
+        """``RETENTION``: purge terminal runs older than it, at most once per renew interval.
+
+        Runs in the maintenance pass, never in the renewal slot, so a large
+        purge cannot delay renewals; each pass purges at most ``BATCH`` ids.
+        """
+        engine = self.engine
+        retention_ms = engine.settings.retention_ms
+        now = engine.now_ms()
+        if retention_ms is None or now < self.retention_due:
+            return 0
+        self.retention_due = now + engine.settings.claim_renew_interval_ms
+        from weft_django.engine import external
+
+        try:
+            return external.purge_older_than(
+                timedelta(milliseconds=retention_ms), actor=engine.engine_id, limit=BATCH
+            )
+        except Exception:
+            logger.warning("retention pass failed", exc_info=True)
+            return 0
 
     def time_out_expired_runs(self) -> int:
         from weft_django.engine import external
