@@ -13,6 +13,13 @@ or ``shell`` starts nothing; see ``weft_django.transports.celery``.
 
 from __future__ import annotations
 
+import importlib.util
+
+from django.core.exceptions import ImproperlyConfigured
+
+if importlib.util.find_spec("celery") is None:  # pragma: no cover - depends on the install
+    raise ImproperlyConfigured('weft_django.celery needs Celery: pip install "weft-django[celery]"')
+
 from weft_django.transports.celery import (
     DEFAULT_QUEUE,
     DRIVE_TASK,
