@@ -1,0 +1,439 @@
+"""Shared set-up of the benchmarks: the database, Django, machine facts, output.
+
+Every benchmark creates (if missing) and migrates its own PostgreSQL database
+``weft_bench`` with ``manage.py migrate`` (``DATABASE_URL=
+postgres://postgres@127.0.0.1:5432/weft_bench``; ``WEFT_BENCH_URL`` overrides
+it), empties the weft and demo tables, and prints ONE JSON document built by
+``document()``: its figures, the baseline measured in the same run, the
+ratio and its target, versions, settings and the machine (``nproc``, the
+load average at start and at end). Pictures and the JSON go to
+``benchmarks/out/`` (gitignored); ``publish_png`` also copies a picture to
+``docs/img/bench-<name>.png`` for the README.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+OUT_DIR = REPO_ROOT / "benchmarks" / "out"
+LOG_DIR = OUT_DIR / "logs"
+DOCS_IMG = REPO_ROOT / "docs" / "img"
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/weft_bench"
+DBOS_VENV = REPO_ROOT / "benchmarks" / ".venv-dbos"
+TWO_CORE_NOTE = (
+    "This machine has {nproc} cores shared with other work: with more processes than "
+    "cores, the figures measure contention (processes and PostgreSQL backends competing "
+    "for the same CPUs) as much as scaling."
+)
+
+
+def bench_url() -> str:
+    return os.environ.get("WEFT_BENCH_URL", DEFAULT_URL)
+
+
+def pg_params(url: str | None = None, dbname: str | None = None) -> dict[str, Any]:
+    """psycopg keyword arguments for ``url`` (optionally another database)."""
+    parts = urlsplit(url or bench_url())
+    return {
+        "host": parts.hostname or "127.0.0.1",
+        "port": parts.port or 5432,
+        "user": parts.username or "postgres",
+        "password": parts.password or None,
+        "dbname": dbname or parts.path.lstrip("/") or "weft_bench",
+    }
+
+
+def with_database(url: str, dbname: str) -> str:
+    parts = urlsplit(url)
+    return parts._replace(path=f"/{quote(dbname)}", query="").geturl()
+
+
+def pg_connect(url: str | None = None, dbname: str | None = None, autocommit: bool = True) -> Any:
+    import psycopg
+
+    return psycopg.connect(autocommit=autocommit, **pg_params(url, dbname))
+
+
+def create_database(name: str, url: str | None = None, drop: bool = False) -> None:
+    """Create database ``name`` on the server of ``url`` (dropping it first if asked)."""
+    with pg_connect(url, "postgres") as admin:
+        if drop:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            admin.execute(f'CREATE DATABASE "{name}"')
+
+
+def child_env(url: str | None = None, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["DATABASE_URL"] = url or bench_url()
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    env["DJANGO_DEBUG"] = "0"  # production-like: no query log (CursorDebugWrapper)
+    env.update(extra)
+    return env
+
+
+def ensure_database(url: str | None = None) -> None:
+    """Create ``weft_bench`` if missing, then ``manage.py migrate`` it."""
+    url = url or bench_url()
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise SystemExit(f"the benchmarks need PostgreSQL; got {url!r}")
+    create_database(pg_params(url)["dbname"], url)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=REPO_ROOT,
+        env=child_env(url),
+        check=True,
+    )
+
+
+def setup_django(url: str | None = None) -> None:
+    """Point this process at ``weft_bench`` and set Django up (idempotent)."""
+    os.environ["DATABASE_URL"] = url or bench_url()
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    os.environ["DJANGO_DEBUG"] = "0"
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    import django
+
+    django.setup()
+
+
+def reset_tables() -> None:
+    """Empty every table of the weft and demo apps (needs Django set up)."""
+    from django.apps import apps
+    from django.db import connection
+
+    tables = [
+        model._meta.db_table
+        for label in ("weft", "demo")
+        for model in apps.get_app_config(label).get_models()
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+
+
+# -- facts ------------------------------------------------------------------------------
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def _git() -> dict[str, Any]:
+    def run(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    return {"commit": run("rev-parse", "--short", "HEAD"), "dirty": bool(run("status", "--short"))}
+
+
+def server_version(url: str | None = None) -> str:
+    with pg_connect(url) as conn:
+        return str(conn.execute("SHOW server_version").fetchone()[0])
+
+
+def versions(url: str | None = None, **extra: str | None) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO_ROOT))
+    import weft_django
+
+    return {
+        "weft_django": getattr(weft_django, "__version__", None),
+        "python": platform.python_version(),
+        "django": _version("Django"),
+        "psycopg": _version("psycopg"),
+        "postgresql": server_version(url),
+        "matplotlib": _version("matplotlib"),
+        "git": _git(),
+        **extra,
+    }
+
+
+class Machine:
+    """``nproc``, CPU model and the load average at start and at end."""
+
+    def __init__(self) -> None:
+        self.start = loadavg()
+        self.started = time.monotonic()
+
+    def finish(self) -> dict[str, Any]:
+        return {
+            "nproc": os.cpu_count(),
+            "cpu": _cpu_model(),
+            "platform": platform.platform(),
+            "load_average_start": self.start,
+            "load_average_end": loadavg(),
+            "load_average_note": "1-, 5- and 15-minute load averages (os.getloadavg)",
+            "wall_s": round(time.monotonic() - self.started, 1),
+        }
+
+
+#: Settings every benchmark runs under (reported in each JSON document).
+PROCESS_SETTINGS = {
+    "DJANGO_DEBUG": "0 (project/settings.py defaults to DEBUG=True; off like production)",
+    "DJANGO_SETTINGS_MODULE": "project.settings",
+    "CONN_MAX_AGE": "0 (Django's default; the project does not set it)",
+}
+
+
+def document(
+    name: str,
+    *,
+    mode: str,
+    figures: dict[str, Any],
+    baseline: dict[str, Any],
+    ratio: dict[str, Any],
+    settings: dict[str, Any],
+    machine: Machine,
+    notes: Sequence[str] = (),
+    url: str | None = None,
+    pngs: Sequence[str] = (),
+    extra_versions: dict[str, str | None] | None = None,
+) -> dict[str, Any]:
+    return {
+        "benchmark": name,
+        "mode": mode,
+        "figures": figures,
+        "baseline": baseline,
+        "ratio": ratio,
+        "settings": {**settings, "process": PROCESS_SETTINGS},
+        "versions": versions(url, **(extra_versions or {})),
+        "machine": machine.finish(),
+        "notes": list(notes),
+        "png": list(pngs),
+    }
+
+
+def emit(doc: dict[str, Any]) -> None:
+    """Print the ONE JSON document and keep a copy in ``benchmarks/out/``."""
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(doc, indent=2, sort_keys=False, default=str)
+    (OUT_DIR / f"{doc['benchmark']}.json").write_text(text + "\n")
+    print(text, flush=True)
+
+
+def publish_png(fig: Any, name: str, publish: bool = True) -> str:
+    """Save ``fig`` as ``benchmarks/out/bench-<name>.png`` (and docs/img/ when asked)."""
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    path = OUT_DIR / f"bench-{name}.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    if publish:
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS_IMG / path.name)
+    return str(path.relative_to(REPO_ROOT))
+
+
+def pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+# -- statistics -------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """Linear-interpolated percentile (``p`` in 0..100) of ``values``."""
+    if not values:
+        return None
+    data = sorted(values)
+    if len(data) == 1:
+        return data[0]
+    k = (len(data) - 1) * p / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return data[lo] + (data[hi] - data[lo]) * (k - lo)
+
+
+def distribution(values: Sequence[float], digits: int = 1) -> dict[str, Any]:
+    """n, min, p50, p90, p99, max, mean of ``values``."""
+    if not values:
+        return {"n": 0}
+
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, digits)
+
+    return {
+        "n": len(values),
+        "min": r(min(values)),
+        "p50": r(percentile(values, 50)),
+        "p90": r(percentile(values, 90)),
+        "p99": r(percentile(values, 99)),
+        "max": r(max(values)),
+        "mean": r(sum(values) / len(values)),
+    }
+
+
+def median(values: Iterable[float]) -> float:
+    data = list(values)
+    value = percentile(data, 50)
+    assert value is not None
+    return value
+
+
+def rnd(x: float | None, digits: int = 3) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+# -- PostgreSQL statistics ----------------------------------------------------------------
+
+
+def db_stats(conn: Any) -> dict[str, int]:
+    """``xact_commit``, ``xact_rollback``, ``sessions`` of the connection's database,
+    freshly flushed (PostgreSQL 15+). The three statements of one call are
+    themselves counted (see ``benchmarks/commits_per_workflow.py``)."""
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT xact_commit, xact_rollback, sessions FROM pg_stat_database "
+        "WHERE datname = current_database()"
+    ).fetchone()
+    return {"xact_commit": int(row[0]), "xact_rollback": int(row[1]), "sessions": int(row[2])}
+
+
+STATS_OVERHEAD = 3  # the autocommit statements of one ``db_stats`` call
+
+
+# -- processes ---------------------------------------------------------------------------
+
+
+class Proc:
+    """A child process in its own process group, its output in a log file."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path = REPO_ROOT,
+        capture: bool = False,
+    ) -> None:
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.log_path = LOG_DIR / f"{name}.log"
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if capture else self._log,
+            stderr=self._log if capture else subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._reader: threading.Thread | None = None
+        if capture:
+            self._reader = threading.Thread(target=self._read, daemon=True)
+            self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def output_json(self) -> dict[str, Any] | None:
+        """The last line of captured stdout that parses as a JSON object."""
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+        for line in reversed(self.lines):
+            with contextlib.suppress(ValueError):
+                value = json.loads(line)
+                if isinstance(value, dict):
+                    return value
+        return None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()
+
+    def signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signum)
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM, wait up to ``timeout``, then SIGKILL the group."""
+        if self.proc.poll() is None:
+            self.signal_group(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        self.signal_group(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=20)
+
+
+def weft_worker(name: str, *extra: str, env: dict[str, str] | None = None) -> Proc:
+    """``manage.py weft_worker --engine-id <name>`` on ``weft_bench``."""
+    url = bench_url()
+    environment = child_env(f"{url}?application_name={quote(name)}", **(env or {}))
+    argv = [sys.executable, "manage.py", "weft_worker", "--engine-id", name, "--grace", "5"]
+    return Proc(name, [*argv, "--log-level", "WARNING", *extra], environment)
+
+
+def wait_until(
+    what: str,
+    probe: Callable[[], Any],
+    timeout: float,
+    procs: Sequence[Proc] = (),
+    interval: float = 0.05,
+) -> Any:
+    """Poll ``probe`` until truthy; fail with the children's logs on timeout or exit."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        for p in procs:
+            if p.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{p.name} exited {p.proc.returncode} waiting for {what}:\n{p.log()[-4000:]}"
+                )
+        if time.monotonic() > deadline:
+            logs = "\n".join(f"--- {p.name}\n{p.log()[-2000:]}" for p in procs)
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}\n{logs}")
+        time.sleep(interval)
