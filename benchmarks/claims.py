@@ -22,7 +22,6 @@ cycles / elapsed; the median over rounds. Target: ours ≥ 0.6 × baseline at
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
 import sys
@@ -277,14 +276,7 @@ def _plot(samples: dict[tuple[str, int], list[float]], publish: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true")
-    size.add_argument("--full", action="store_true")
-    parser.add_argument("--no-publish", action="store_true", help="keep PNGs out of docs/img")
-    args = parser.parse_args(argv)
-    common.emit(run(quick=not args.full, publish=not args.no_publish))
-    return 0
+    return common.simple_main(run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ load average at start and at end). Pictures and the JSON go to
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
@@ -234,6 +235,25 @@ def document(
         "notes": list(notes),
         "png": list(pngs),
     }
+
+
+def size_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments every benchmark takes: ``--quick`` (default) / ``--full``, ``--no-publish``."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true")
+    size.add_argument("--full", action="store_true")
+    parser.add_argument("--no-publish", action="store_true", help="keep PNGs out of docs/img")
+    return parser
+
+
+def simple_main(
+    run: Callable[..., dict[str, Any]], doc: str | None, argv: list[str] | None = None
+) -> int:
+    """``main`` of a benchmark whose ``run`` takes only ``quick`` and ``publish``."""
+    args = size_parser(doc).parse_args(argv)
+    emit(run(quick=not args.full, publish=not args.no_publish))
+    return 0
 
 
 def emit(doc: dict[str, Any]) -> None:

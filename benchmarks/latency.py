@@ -26,7 +26,6 @@ signal and kill instants by this process.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
@@ -365,14 +364,7 @@ def _plot(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true")
-    size.add_argument("--full", action="store_true")
-    parser.add_argument("--no-publish", action="store_true", help="keep PNGs out of docs/img")
-    args = parser.parse_args(argv)
-    common.emit(run(quick=not args.full, publish=not args.no_publish))
-    return 0
+    return common.simple_main(run, __doc__, argv)
 
 
 if __name__ == "__main__":

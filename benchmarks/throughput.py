@@ -33,7 +33,6 @@ For each engine count, in one run and interleaved (pgbench, ours, DBOS):
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -576,11 +575,7 @@ def _plot(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true")
-    size.add_argument("--full", action="store_true")
-    parser.add_argument("--no-publish", action="store_true", help="keep PNGs out of docs/img")
+    parser = common.size_parser(__doc__)
     parser.add_argument(
         "--dbos-worker-concurrency",
         type=int,
