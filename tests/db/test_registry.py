@@ -817,3 +817,53 @@ def test_static_host_registry_uses_the_settings_timings(clock: ManualClock) -> N
     assert host.registry.claim_ttl_ms == host.settings.claim_ttl_ms
     assert host.registry.acquire("wf").status == "acquired"
     assert host.metrics.snapshot().attempts["acquired"] == 1
+
+
+# -- round trips of a claim transition (issue #7) ---------------------------------------
+
+
+def _statements(fn: object) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        fn()  # type: ignore[operator]
+    return [q["sql"] for q in captured.captured_queries]
+
+
+def test_on_postgresql_a_claim_transition_is_one_statement_and_no_transaction(
+    clock: ManualClock, vendor: str
+) -> None:
+    """Acquire = the fresh read + ONE statement; release = one statement; no
+    BEGIN/COMMIT around them (the CTE is atomic on its own). SQLite keeps the
+    locking transaction of the general executor."""
+    registry = ClaimRegistry(
+        engine_id="engine-a", clock=clock, claim_ttl_ms=TTL, claim_renew_interval_ms=RENEW
+    )
+    acquired = _statements(lambda: registry.acquire("wf"))
+    released = _statements(lambda: registry.release("wf"))
+    assert list(ClaimEvent.objects.values_list("kind", "epoch")) == [("acquire", 1), ("release", 1)]
+    if vendor == "postgresql":
+        assert len(acquired) == 2 and acquired[0].startswith("SELECT")
+        assert acquired[1].startswith("WITH") and len(released) == 1
+        assert not any(q.upper().startswith(("BEGIN", "SAVEPOINT")) for q in acquired + released)
+    else:
+        assert any("FOR UPDATE" in q or "INSERT" in q for q in acquired)
+
+
+def test_a_stale_read_fails_the_single_statement_and_writes_no_event(clock: ManualClock) -> None:
+    """The statement's WHERE is the CAS: a read taken before another engine's
+    acquire commits nothing, and the loser sees who holds the claim."""
+    a = ClaimRegistry(
+        engine_id="engine-a", clock=clock, claim_ttl_ms=TTL, claim_renew_interval_ms=RENEW
+    )
+    b = ClaimRegistry(
+        engine_id="engine-b", clock=clock, claim_ttl_ms=TTL, claim_renew_interval_ms=RENEW
+    )
+    stale = b.prepare_acquire("wf")  # epoch 0, no holder: read before a's acquire
+    assert a.acquire("wf").status == "acquired"
+    result = conditional_batch(stale.transition.conditions, stale.transition.writes)
+    assert not result.committed and result.failed_condition is stale.transition.conditions[0]
+    assert list(ClaimEvent.objects.values_list("kind", "engine_id")) == [("acquire", "engine-a")]
+    assert WorkflowClaim.objects.get(pk="wf").engine_id == "engine-a"
+    assert a.release("wf").status == "released"
+    assert b.acquire("wf").epoch == 2
+    fresh = a.prepare_acquire("other")  # a read nobody raced: commits
+    assert conditional_batch(fresh.transition.conditions, fresh.transition.writes).committed

@@ -31,6 +31,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -51,7 +52,7 @@ from weft_django.models import (
     WorkflowRun,
 )
 from weft_django.ownership import batch as batch_module
-from weft_django.ownership.batch import Insert, Update, conditional_batch
+from weft_django.ownership.batch import Update, conditional_batch
 from weft_django.ownership.codec import MAX_EPOCH_EXCLUSIVE, decode_holder_row
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.gates import check_mode_marker
@@ -232,22 +233,25 @@ def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 @pytest.mark.parametrize("sqlstate", ["40P01", "40001", "55P03"])
 def test_a_deadlock_inside_the_batch_is_retried_and_commits_once(
-    sqlstate: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, no_backoff: list[float]
+    sqlstate: str, clock: ManualClock, no_backoff: list[float]
 ) -> None:
-    real_apply = Insert.apply
-    calls: list[str] = []
+    """The database aborts the acquire at its event INSERT (one statement on
+    PostgreSQL, the last write of the transaction on SQLite): retried, once."""
+    event_table = ClaimEvent._meta.db_table
+    inserts: list[str] = []
 
-    def flaky(self: Insert, using: str) -> None:
-        real_apply(self, using)  # the first attempt's writes are all applied ...
-        calls.append(type(self.instance).__name__)
-        if len(calls) == 1:
-            raise _deadlock(sqlstate)  # ... then the database aborts the transaction
+    def flaky(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "INSERT" in sql.upper() and event_table in sql:
+            inserts.append(sql)
+            if len(inserts) == 1:
+                raise _deadlock(sqlstate)
+        return execute(sql, params, many, context)
 
-    monkeypatch.setattr(Insert, "apply", flaky)
     registry = _registry("engine-a", clock)
-    result = registry.acquire("wf")
+    with connection.execute_wrapper(flaky):
+        result = registry.acquire("wf")
     assert (result.status, result.epoch) == ("acquired", 1)
-    assert calls == ["ClaimEvent", "ClaimEvent"]
+    assert len(inserts) == 2
     assert len(no_backoff) == 1
     assert _events("wf") == [("acquire", 1, "engine-a")]  # exactly once
     assert _columns("wf") == (1, "engine-a", clock.now + TTL, clock.now)
@@ -279,12 +283,15 @@ def test_a_deadlocked_fenced_write_is_retried_and_applied_once(
 def test_retries_are_bounded_and_apply_nothing(
     clock: ManualClock, monkeypatch: pytest.MonkeyPatch, no_backoff: list[float]
 ) -> None:
-    def always(self: Insert, using: str) -> None:
-        raise _deadlock("40P01")
+    event_table = ClaimEvent._meta.db_table
 
-    monkeypatch.setattr(Insert, "apply", always)
+    def always(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "INSERT" in sql.upper() and event_table in sql:
+            raise _deadlock("40P01")
+        return execute(sql, params, many, context)
+
     registry = _registry("engine-a", clock)
-    with pytest.raises(OperationalError):
+    with connection.execute_wrapper(always), pytest.raises(OperationalError):
         registry.acquire("wf")
     assert len(no_backoff) == batch_module.MAX_RETRIES - 1
     assert registry.tracked() == []

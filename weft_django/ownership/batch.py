@@ -17,6 +17,10 @@ unique constraints: an ``IntegrityError`` of an ``Insert`` is reported as its
 ``UniqueAbsence`` condition failing. Deadlocks, serialization failures and
 SQLite's "database is locked" are retried — only when the batch owns its
 transaction (a nested batch cannot retry inside an aborted outer one).
+
+A bare claim transition on PostgreSQL (one claim condition, the claim write
+and its ``ClaimEvent``) skips all of that and runs as one statement whose
+``WHERE`` is the condition: see ``claim_statement``.
 """
 
 from __future__ import annotations
@@ -245,11 +249,16 @@ def conditional_batch(
     db = using or get_settings().database
     conds = list(conditions)
     ops = list(writes)
+    from weft_django.ownership.claim_statement import try_claim_statement
+
     nested = connections[db].in_atomic_block
     attempt = 0
     while True:
         attempt += 1
         try:
+            single = try_claim_statement(conds, ops, db)
+            if single is not None:  # a bare claim transition: one atomic statement
+                return BatchResult(single, None if single else conds[0], attempt)
             with transaction.atomic(using=db):
                 failed = _lock_and_check(conds, ops, db)
                 if failed is not None:

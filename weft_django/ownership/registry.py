@@ -47,6 +47,11 @@ from weft_django.warnings import warn_claim_lost
 
 RenewScope = Literal["held", "engine"]
 
+_READ_SQL = (
+    "SELECT epoch, engine_id, expires_at, claimed_at FROM "
+    f"{WorkflowClaim._meta.db_table} WHERE workflow_id = %s"
+)
+
 
 @dataclass(frozen=True)
 class AcquireResult:
@@ -115,12 +120,10 @@ class ClaimRegistry:
     # -- reads ---------------------------------------------------------------
     def read(self, workflow_id: str) -> ClaimSnapshot:
         """A fresh, unlocked read of the claim row (missing row = never claimed)."""
-        row = (
-            WorkflowClaim.objects.using(self.using)
-            .filter(pk=workflow_id)
-            .values_list("epoch", "engine_id", "expires_at", "claimed_at")
-            .first()
-        )
+        # Raw SQL: the ORM's query compilation was half of a claim cycle's CPU.
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(_READ_SQL, [workflow_id])
+            row = cursor.fetchone()
         if row is None:
             return ClaimSnapshot(workflow_id)
         return ClaimSnapshot(workflow_id, *row)
