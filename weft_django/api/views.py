@@ -18,7 +18,9 @@ prevented by the serializers: a backstop) and of a query handler's failure.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
@@ -60,6 +62,9 @@ from weft_django.ownership.codec import decode_holder_row
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 
 logger = logging.getLogger("weft_django.api")
+#: Django's own 4xx/5xx log line ("Conflict: /path") goes here; token paths are
+#: logged on it redacted instead (see ``log_token_response``).
+request_logger = logging.getLogger("django.request")
 
 TOKEN_HASH_PREFIX_LEN = 12
 
@@ -778,6 +783,45 @@ TOKEN_PARAM = OpenApiParameter(
 )
 
 
+_TOKEN_IN_PATH = re.compile(r"(async-activities/)([^/]+)")
+
+
+def _redact_token_path(path: str) -> str:
+    """``…/async-activities/<token sha256:1a2b3c4d5e6f>/complete/``: the raw token
+    replaced by the prefix of its hash (the one the detail view shows staff)."""
+
+    def redact(match: re.Match[str]) -> str:
+        digest = hashlib.sha256(match.group(2).encode()).hexdigest()
+        return f"{match.group(1)}<token sha256:{digest[:TOKEN_HASH_PREFIX_LEN]}>"
+
+    return _TOKEN_IN_PATH.sub(redact, path)
+
+
+def log_token_response(request: HttpRequest, response: Any) -> None:
+    """Log a 4xx/5xx answer to a token path without the raw token in it.
+
+    Why: the token is a bearer credential and sits in the URL (SPEC §5). For
+    every response >= 400 Django logs ``"<reason>: <request.path>"`` on
+    ``django.request``, with the request attached -- so a bad body (400) sent
+    with a valid, still unused token would write that token into the logs (and
+    into an ``AdminEmailHandler`` mail or an error tracker). This logs the same
+    line with the token replaced by its hash prefix, without the request
+    object, and marks the response as logged (``_has_been_logged``, the flag
+    Django's ``log_response`` checks) so Django does not log it again.
+    """
+    if response.status_code < 400 or getattr(response, "_has_been_logged", False):
+        return
+    level = logging.ERROR if response.status_code >= 500 else logging.WARNING
+    request_logger.log(
+        level,
+        "%s: %s",
+        response.reason_phrase,
+        _redact_token_path(request.path),
+        extra={"status_code": response.status_code},
+    )
+    response._has_been_logged = True
+
+
 class _AsyncTokenView(WeftAPIView):
     """No authentication, no permission classes: the token authorises itself."""
 
@@ -785,6 +829,13 @@ class _AsyncTokenView(WeftAPIView):
 
     def get_permissions(self) -> list[BasePermission]:
         return [AllowAny()]
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        log_token_response(request._request, response)
+        return response
 
 
 class AsyncActivityCompleteView(_AsyncTokenView):
@@ -859,4 +910,9 @@ def not_found(request: HttpRequest) -> JsonResponse:
             match = None
         if match is not None and match.url_name != "not-found":
             message += f" Did you mean {request.path + '/'!r}? (Paths end with a slash.)"
-    return JsonResponse({"code": "not_found", "message": message}, status=404)
+    response = JsonResponse({"code": "not_found", "message": message}, status=404)
+    if _TOKEN_IN_PATH.search(request.path):
+        # ``…/<token>/complete`` without its slash lands here: keep a valid token
+        # out of the log (the caller, who sent it, still sees the path).
+        log_token_response(request, response)
+    return response

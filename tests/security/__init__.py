@@ -1,0 +1,1 @@
+"""Security battery (issue #8): permissions, async tokens, metric labels, CSRF."""
