@@ -1,9 +1,15 @@
-"""Shared helpers for the tests: a manual clock and a minimal OwnershipHost."""
+"""Shared helpers for the tests: a manual clock, a minimal OwnershipHost, and
+``ChildGroup``, the one way the process tests spawn a child (a standalone
+``weft_worker``, a Celery node, a chaos engine) in its own process group."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,3 +87,44 @@ def python() -> str:
 
 def as_dict(obj: Any) -> dict[str, Any]:
     return dict(vars(obj))
+
+
+class ChildGroup:
+    """A child process leading its own process group, output to a log file.
+
+    Why a group: a Celery node is a main process plus pool children, and a
+    stopped or killed engine must be stopped or killed as a whole; tests kill
+    every group in a ``finally`` before the database is flushed.
+    """
+
+    #: Hang protection for reaping a killed group, never a performance bound.
+    reap_timeout_s: float = 30.0
+
+    def __init__(self, command: Sequence[str], log_path: Path, env: dict[str, str]) -> None:
+        self.log_path = log_path
+        with log_path.open("w") as log:
+            self.proc = subprocess.Popen(
+                list(command),
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, killed as a whole
+            )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signum)
+
+    def kill(self) -> None:
+        """SIGKILL the whole group (a stopped group dies too), then reap."""
+        self.signal_group(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=self.reap_timeout_s)

@@ -33,7 +33,7 @@ import pytest
 from celery import Celery
 
 import tests.celery.workflows  # noqa: F401  (registers the workflows in this process)
-from tests.support import REPO_ROOT, child_env, python
+from tests.support import ChildGroup, child_env, python
 from weft_django.models import EngineRecord
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 
@@ -95,8 +95,13 @@ def celery_app(request: pytest.FixtureRequest) -> Iterator[Celery]:
             app.close()
 
 
-class CeleryWorker:
-    """One ``celery -A project worker`` node; stdout and stderr go to a log file."""
+class CeleryWorker(ChildGroup):
+    """One ``celery -A project worker`` node; stdout and stderr go to a log file.
+
+    ``imports``: the workflow modules every process of the node loads (``-I``).
+    """
+
+    reap_timeout_s = HANG_TIMEOUT_S
 
     def __init__(
         self,
@@ -107,9 +112,9 @@ class CeleryWorker:
         pool: str = "prefork",
         concurrency: int = 2,
         env: dict[str, str] | None = None,
+        imports: tuple[str, ...] = ("tests.celery.workflows",),
     ) -> None:
         self.node = f"{name}-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
-        self.log_path = logs / f"{name}.log"
         environment = child_env(
             WEFT_TEST_TIMINGS="1",
             CELERY_BROKER_URL=broker,
@@ -132,24 +137,12 @@ class CeleryWorker:
             "-l",
             "INFO",
             "-I",
-            "tests.celery.workflows",
+            ",".join(imports),
             "--without-mingle",
             "--without-gossip",
         ]
-        with self.log_path.open("w") as log:
-            self.proc = subprocess.Popen(
-                command,
-                cwd=REPO_ROOT,
-                env=environment,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, killed as a whole
-            )
+        super().__init__(command, logs / f"{name}.log", environment)
         self.engine_id = ""
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
     def wait_ready(self) -> EngineRecord:
         """Booted (``EngineRecord``) and consuming (``ready.`` in its log)."""
@@ -178,16 +171,6 @@ class CeleryWorker:
         with contextlib.suppress(pytest.fail.Exception):  # the caller's asserts report
             wait_for(what, probe, self, timeout=10)
         return latest[0]
-
-    def signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signum)
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group, then reap."""
-        self.signal_group(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=HANG_TIMEOUT_S)
 
     def stop(self) -> int | None:
         """Warm shutdown: SIGTERM to the main process, then wait for it."""

@@ -14,11 +14,8 @@ read from durable records (``ClaimEvent``, ``JournalEntry``, ``SideEffect``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
-import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -29,7 +26,7 @@ from urllib.parse import quote
 import pytest
 
 from project.demo.models import SideEffect
-from tests.support import REPO_ROOT, child_env, python
+from tests.support import ChildGroup, child_env, python
 from weft_django.models import ClaimEvent, EngineRecord, JournalEntry
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 
@@ -45,41 +42,35 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Worker:
-    """One ``manage.py weft_worker`` child; stdout and stderr go to a log file."""
+class Worker(ChildGroup):
+    """One ``manage.py weft_worker`` child; stdout and stderr go to a log file.
+
+    ``imports``: workflow modules outside installed apps to load first (the
+    child is then ``python -m tests.procs.worker``, which imports them and runs
+    the same command).
+    """
+
+    reap_timeout_s = HANG_TIMEOUT_S
 
     def __init__(
-        self, engine_id: str, logs: Path, *extra: str, env: dict[str, str] | None = None
+        self,
+        engine_id: str,
+        logs: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        imports: tuple[str, ...] = (),
     ) -> None:
         self.engine_id = engine_id
-        self.log_path = logs / f"{engine_id}.log"
         environment = child_env(WEFT_TEST_TIMINGS="1", **(env or {}))
         url = environment["DATABASE_URL"]
         if url.startswith("postgres") and "?" not in url:
             environment["DATABASE_URL"] = f"{url}?application_name={quote(engine_id)}"
-        with self.log_path.open("w") as log:
-            self.proc = subprocess.Popen(
-                [python(), "manage.py", "weft_worker", "--engine-id", engine_id, *extra],
-                cwd=REPO_ROOT,
-                env=environment,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, killed as a whole
-            )
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signum)
-
-    def kill(self) -> None:
-        """SIGKILL the whole group (a stopped group dies too), then reap."""
-        self.signal_group(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=HANG_TIMEOUT_S)
+        program = ["-m", "tests.procs.worker", ",".join(imports)] if imports else ["manage.py"]
+        super().__init__(
+            [python(), *program, "weft_worker", "--engine-id", engine_id, *extra],
+            logs / f"{engine_id}.log",
+            environment,
+        )
 
     def cpu_seconds(self) -> float | None:
         """CPU time (user + system) the worker used so far (Linux ``/proc``)."""

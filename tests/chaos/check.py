@@ -1,0 +1,338 @@
+"""The post-run audit of a chaos soak, with ``ClaimEvent`` as the independent
+record of who held which epoch when.
+
+Why from durable records only: the engines were killed, paused and cut off;
+their logs and counters are incomplete by design. What they committed is not:
+every journal entry carries the ``(engine_id, epoch)`` it was written under,
+every claim transition is a ``ClaimEvent`` written in the same batch, and each
+activity execution left a ``SideEffect`` row naming the engine that ran it.
+
+Figures (the invariant each protects):
+- ``lost``: a workflow not ``completed`` with the result its input and the
+  harness's signals determine (every workflow terminal; nothing dropped);
+- ``terminal_twice``: more owner releases (the terminal commit's folded
+  release) for a workflow id than it had runs;
+- ``double_written``: a journal position present twice, a gap in a run's
+  positions, or one leaf command settled at two positions;
+- ``non_holder``: a journal entry whose ``(engine_id, epoch)`` is not the
+  grant (``acquire``/``takeover``) ``ClaimEvent`` says that engine got, an
+  epoch going backwards along a journal or across a workflow's events, or a
+  takeover before the old holder's expiry + grace (``early_takeovers``);
+- ``duplicates``: a recorded step executed more than once — *explained* when
+  a kill, pause, partition or backend termination hit the engine of either
+  execution between them (or up to ``STALE_AFTER_FAULT_MS`` before the later
+  one: a resumed engine runs what it had begun before it learns it was
+  deposed); anything else is reported as unexplained;
+- ``stuck``: a claim held by an engine when it was killed, paused or cut off
+  that no newer epoch replaced within TTL + grace + one scan (+ tolerance,
+  + one takeover batch per claim the engine held), or any claim still held
+  once every workflow finished. A claim not taken over before a paused or
+  cut-off holder came back (renewed or released by it) is counted as
+  ``kept_by_returning_holder``, not stuck;
+- ``max_takeover_ms``: the longest time from such a fault to the new epoch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from project.demo.models import SideEffect
+from tests.chaos.injector import DISABLING, DISRUPTIVE, FAULT_KINDS, FaultRecord
+from tests.chaos.workflows import STEP_KIND, chaos_step, expected_result
+from weft_django.engine.commands import LEAF_KINDS
+from weft_django.models import ClaimEvent, JournalEntry, WorkflowClaim, WorkflowRun
+from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
+
+GRANTING = ("acquire", "takeover")
+#: What one takeover batch of the reclaim scan may cost on two busy cores.
+SCAN_MS_PER_CLAIM = 25
+#: A stalled engine acts on stale beliefs until it learns it was deposed (its next
+#: renewal or fenced write): an activity it runs this long after its fault is the
+#: fault's doing.
+STALE_AFTER_FAULT_MS = 3_000
+
+
+@dataclass
+class Audit:
+    workflows: int = 0
+    runs: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    lost: list[str] = field(default_factory=list)
+    terminal_twice: list[str] = field(default_factory=list)
+    double_written: list[str] = field(default_factory=list)
+    non_holder: list[str] = field(default_factory=list)
+    early_takeovers: list[str] = field(default_factory=list)
+    duplicates_explained: list[str] = field(default_factory=list)
+    duplicates_unexplained: list[str] = field(default_factory=list)
+    unrecorded_executions: int = 0
+    stuck: list[str] = field(default_factory=list)
+    takeover_ms: list[int] = field(default_factory=list)
+    takeovers: int = 0
+    kept_by_returning_holder: int = 0
+    journal_entries: int = 0
+
+    @property
+    def violations(self) -> int:
+        """Broken promises: any of these fails the soak."""
+        return (
+            len(self.lost)
+            + len(self.terminal_twice)
+            + len(self.double_written)
+            + len(self.non_holder)
+            + len(self.early_takeovers)
+            + len(self.duplicates_unexplained)
+            + len(self.stuck)
+        )
+
+    def summary_line(
+        self, *, engines: int, celery: int, boots: int, seed: int, duration_s: float
+    ) -> str:
+        kinds = " ".join(f"{k}:{self.faults.get(k, 0)}" for k in FAULT_KINDS)
+        dup = len(self.duplicates_explained) + len(self.duplicates_unexplained)
+        return (
+            f"chaos seed={seed} engines={engines} ({engines - celery} standalone + "
+            f"{celery} celery, {boots} boots) workflows={self.workflows} runs={self.runs} "
+            f"journal={self.journal_entries} faults={sum(self.faults.values())} [{kinds}] "
+            f"lost={len(self.lost)} terminal_twice={len(self.terminal_twice)} "
+            f"double_written={len(self.double_written)} "
+            f"non_holder_writes={len(self.non_holder)} "
+            f"early_takeovers={len(self.early_takeovers)} "
+            f"dup_activity_execs={dup} (unexplained {len(self.duplicates_unexplained)}) "
+            f"stuck_claims={len(self.stuck)} takeovers={self.takeovers} "
+            f"kept_by_returning_holder={self.kept_by_returning_holder} "
+            f"max_takeover_ms={max(self.takeover_ms, default=0)} "
+            f"duration_s={duration_s:.0f}"
+        )
+
+    def details(self) -> str:
+        """Every violation and duplicate, one per line (empty when clean)."""
+        lines = []
+        for name in (
+            "lost",
+            "terminal_twice",
+            "double_written",
+            "non_holder",
+            "early_takeovers",
+            "duplicates_unexplained",
+            "stuck",
+            "duplicates_explained",
+        ):
+            for item in getattr(self, name)[:50]:
+                lines.append(f"{name}: {item}")
+        return "\n".join(lines)
+
+
+def audit(
+    started: dict[str, tuple[str, str]],
+    faults: list[FaultRecord],
+    engines: dict[str, str],
+    *,
+    dead: Iterable[str],
+    takeover_bound_ms: int,
+    grace_ms: int = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * 1_000,
+) -> Audit:
+    """Audit the runs of ``started`` (workflow id -> (name, key)) and their children."""
+    result = Audit(workflows=len(started), faults=Counter(f.kind for f in faults))
+    runs = list(WorkflowRun.objects.filter(workflow_id__startswith="chaos-"))
+    result.runs = len(runs)
+    events = _events()
+    _check_outcomes(result, started, runs, events)
+    _check_journal(result, runs, events, grace_ms)
+    _check_activities(result, faults, runs)
+    _check_claims(result, faults, events, set(dead), takeover_bound_ms)
+    return result
+
+
+def _events() -> dict[str, list[ClaimEvent]]:
+    grouped: dict[str, list[ClaimEvent]] = defaultdict(list)
+    for event in ClaimEvent.objects.filter(workflow_id__startswith="chaos-").order_by("id"):
+        grouped[event.workflow_id].append(event)
+    return grouped
+
+
+def _check_outcomes(
+    result: Audit,
+    started: dict[str, tuple[str, str]],
+    runs: list[WorkflowRun],
+    events: dict[str, list[ClaimEvent]],
+) -> None:
+    by_id: dict[str, list[WorkflowRun]] = defaultdict(list)
+    for run in runs:
+        by_id[run.workflow_id].append(run)
+    for workflow_id, (name, key) in sorted(started.items()):
+        mine = by_id.get(workflow_id, [])
+        continued = {run.continued_from_id for run in mine if run.continued_from_id}
+        finals = [run for run in mine if run.pk not in continued]
+        if len(finals) != 1:
+            result.lost.append(f"{workflow_id}: {len(finals)} final runs of {len(mine)}")
+            continue
+        final = finals[0]
+        if final.status != "completed":
+            result.lost.append(f"{workflow_id}: {final.status} {final.error}")
+        elif final.result != expected_result(name, key):
+            result.lost.append(f"{workflow_id}: wrong result {final.result!r}")
+    for workflow_id, mine in by_id.items():
+        releases = sum(1 for e in events.get(workflow_id, []) if e.kind == "release")
+        if releases > len(mine):
+            result.terminal_twice.append(f"{workflow_id}: {releases} releases for {len(mine)} runs")
+        live = [run.status for run in mine if not run.is_terminal]
+        if live and workflow_id not in started:
+            result.lost.append(f"{workflow_id} (a child): left {live}")
+
+
+def _check_journal(
+    result: Audit,
+    runs: list[WorkflowRun],
+    events: dict[str, list[ClaimEvent]],
+    grace_ms: int,
+) -> None:
+    workflow_of = {run.pk: run.workflow_id for run in runs}
+    entries: dict[Any, list[JournalEntry]] = defaultdict(list)
+    for entry in JournalEntry.objects.filter(run_id__in=list(workflow_of)).order_by(
+        "run_id", "position", "id"
+    ):
+        entries[entry.run_id].append(entry)
+        result.journal_entries += 1
+    for workflow_id, mine in events.items():
+        granting = [e for e in mine if e.kind in GRANTING]
+        granted: dict[int, str] = {}
+        for event in granting:
+            if event.epoch in granted:
+                result.non_holder.append(f"{workflow_id}: epoch {event.epoch} granted twice")
+            granted[event.epoch] = event.engine_id
+        epochs = [e.epoch for e in mine if e.kind in (*GRANTING, "rotate", "force_release")]
+        if epochs != sorted(set(epochs)):
+            result.non_holder.append(f"{workflow_id}: epochs not increasing {epochs}")
+        for event in mine:
+            if event.kind == "takeover" and event.previous_expires_at is not None:
+                result.takeovers += 1
+                if event.at_ms <= event.previous_expires_at + grace_ms:
+                    result.early_takeovers.append(
+                        f"{workflow_id}: epoch {event.epoch} at {event.at_ms} from "
+                        f"{event.previous_engine_id} expiring {event.previous_expires_at}"
+                    )
+    for run_id, rows in entries.items():
+        workflow_id = workflow_of[run_id]
+        granted = {e.epoch: e.engine_id for e in events.get(workflow_id, []) if e.kind in GRANTING}
+        positions = [e.position for e in rows]
+        twice = [p for p, n in Counter(positions).items() if n > 1]
+        if twice:
+            result.double_written.append(f"{workflow_id} run {run_id}: positions {twice} twice")
+        if sorted(set(positions)) != list(
+            range(min(positions), min(positions) + len(set(positions)))
+        ):
+            result.double_written.append(f"{workflow_id} run {run_id}: gaps in {positions}")
+        settled = Counter(e.command for e in rows if e.kind in LEAF_KINDS and e.command is not None)
+        again = [c for c, n in settled.items() if n > 1]
+        if again:
+            result.double_written.append(
+                f"{workflow_id} run {run_id}: commands {again} settled twice"
+            )
+        previous = 0
+        for entry in rows:
+            holder = granted.get(entry.epoch)
+            if holder != entry.engine_id:
+                result.non_holder.append(
+                    f"{workflow_id} position {entry.position}: written by {entry.engine_id} "
+                    f"at epoch {entry.epoch}, granted to {holder}"
+                )
+            if entry.epoch < previous:
+                result.non_holder.append(
+                    f"{workflow_id} position {entry.position}: epoch {entry.epoch} < {previous}"
+                )
+            previous = max(previous, entry.epoch)
+
+
+def _check_activities(result: Audit, faults: list[FaultRecord], runs: list[WorkflowRun]) -> None:
+    recorded = {
+        str(value)
+        for value in JournalEntry.objects.filter(
+            run_id__in=[run.pk for run in runs],
+            kind="activity",
+            error__isnull=True,
+            target=f"{chaos_step.__module__}.{chaos_step.__name__}",
+        ).values_list("result", flat=True)
+        if isinstance(value, str)
+    }
+    executions: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for key, stamp in SideEffect.objects.filter(kind=STEP_KIND).values_list("key", "at"):
+        step, _, label = key.rpartition("@")
+        executions[step].append((int(stamp.timestamp() * 1000), label))
+    result.unrecorded_executions = sum(1 for step in executions if step not in recorded)
+    disruptive = [f for f in faults if f.kind in DISRUPTIVE]
+    for step in sorted(recorded):
+        ran = sorted(executions.get(step, []))
+        if not ran:
+            result.lost.append(f"step {step}: recorded but never executed")
+        for (at, label), (next_at, next_label) in itertools.pairwise(ran):
+            # A fault on either engine: the first one died or stalled after the side
+            # effect, or the second was deposed while stalled and ran it on resuming.
+            cause = next(
+                (
+                    f
+                    for f in disruptive
+                    if f.target in (label, next_label)
+                    and f.start_ms <= next_at
+                    and (f.end_ms or next_at) + STALE_AFTER_FAULT_MS >= at
+                ),
+                None,
+            )
+            what = f"{step}: ran on {label} at {at}, again on {next_label} at {next_at}"
+            if cause is None:
+                result.duplicates_unexplained.append(what)
+            else:
+                result.duplicates_explained.append(f"{what} ({cause.kind} of {cause.target})")
+
+
+def _check_claims(
+    result: Audit,
+    faults: list[FaultRecord],
+    events: dict[str, list[ClaimEvent]],
+    dead: set[str],
+    bound_ms: int,
+) -> None:
+    for fault in faults:
+        if fault.kind not in DISABLING:
+            continue
+        # One scan of N stale claims is N takeover batches, one after another.
+        bound = bound_ms + SCAN_MS_PER_CLAIM * len(fault.held)
+        for workflow_id, epoch in fault.held.items():
+            mine = events.get(workflow_id, [])
+            newer = [e for e in mine if e.epoch > epoch]
+            if newer and newer[0].kind == "takeover" and fault.kind != "kill":
+                expired = newer[0].previous_expires_at or 0
+                if newer[0].previous_engine_id == fault.engine_id and expired > fault.end_ms:
+                    # Not taken over while it was away: the holder came back and
+                    # renewed it (a later fault, or its own end, replaced it).
+                    result.kept_by_returning_holder += 1
+                    continue
+            if not newer and any(
+                e.kind == "release" and e.epoch == epoch and e.engine_id == fault.engine_id
+                for e in mine
+            ):
+                # Its holder kept it (came back) or its terminal commit was in flight
+                # across the fault (that transaction, row lock included, stayed open).
+                result.kept_by_returning_holder += 1
+                continue
+            if not newer:
+                result.stuck.append(
+                    f"{workflow_id}: epoch {epoch} of {fault.engine_id} ({fault.kind}) "
+                    "never replaced"
+                )
+                continue
+            latency = newer[0].at_ms - fault.start_ms
+            result.takeover_ms.append(latency)
+            if latency > bound:
+                result.stuck.append(
+                    f"{workflow_id}: epoch {epoch} of {fault.engine_id} ({fault.kind}) replaced "
+                    f"after {latency} ms > {bound} ms by {newer[0].kind}"
+                )
+    for workflow_id, engine_id in WorkflowClaim.objects.filter(
+        workflow_id__startswith="chaos-", engine_id__isnull=False
+    ).values_list("workflow_id", "engine_id"):
+        state = "dead" if engine_id in dead else "live"
+        result.stuck.append(f"{workflow_id}: still held by {state} engine {engine_id} at the end")

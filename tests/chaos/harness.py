@@ -1,0 +1,436 @@
+"""The chaos harness: engines behind proxies, the outside world, one run.
+
+``run_chaos(config)`` is the whole soak, shared by the CI test
+(``tests/chaos/test_chaos_soak.py``) and the long-run entry point
+(``python -m tests.chaos``). It expects Django set up on PostgreSQL, on the
+database the engines should use (the test database under pytest, its own
+database for the script), and:
+
+1. opens one proxy port per engine slot (``ProxyHub``) and boots the engines
+   through them — standalone ``weft_worker`` processes (``tests.engines.harness.
+   Worker``) and Celery nodes (``tests.celery.conftest.CeleryWorker``), each in
+   its own process group, with the short claim timings (TTL 3 s, renew 1 s),
+   the chaos workflows imported, and its slot label as ``application_name``
+   so its backends can be found in ``pg_stat_activity``;
+2. plays the outside world (``Driver``): starts the workflows at a steady
+   rate, sends their signals, completes their async-activity tokens;
+3. lets the injector work through its seeded plan meanwhile;
+4. waits for every workflow to finish, kills every group, and audits
+   (``tests.chaos.check``).
+
+This process talks to PostgreSQL directly (it is the web process and the
+auditor, never partitioned); it installs the Celery transport so its
+``client`` calls send messages to the nodes as a web process would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote
+
+from django.db import connection
+
+import tests.chaos.workflows as chaos_workflows
+from tests.celery.conftest import CeleryWorker
+from tests.chaos.check import Audit, audit
+from tests.chaos.injector import FaultRecord, Injector, plan
+from tests.chaos.proxy import ProxyHub
+from tests.engines.harness import CHILD_RENEW_INTERVAL_MS, CHILD_TTL_MS, GRACE_MS, Worker
+from tests.support import ChildGroup
+from weft_django import client
+from weft_django.errors import AsyncActivityTokenError
+from weft_django.models import LIVE_STATUSES, EngineRecord, WorkflowClaim, WorkflowRun
+
+logger = logging.getLogger("tests.chaos")
+
+IMPORTS = ("tests.chaos.workflows",)
+NAMES = ("chaos-tour", "chaos-chain", "chaos-fan")
+BOOT_TIMEOUT_S = 90.0  # hang protection only
+#: One maintenance scan: a Celery node scans every renew interval (a
+#: standalone engine every POLL_INTERVAL, 0.2 s).
+SCAN_MS = CHILD_RENEW_INTERVAL_MS
+#: Scheduling slack on two busy cores for "taken over within TTL + grace + a scan".
+TOLERANCE_MS = 1_500
+
+
+@dataclass
+class ChaosConfig:
+    engines: int = 3
+    celery: int = 1  # how many of ``engines`` are Celery nodes
+    workflows: int = 40
+    faults: int = 6
+    seed: int = 1
+    logs: Path = Path("/tmp/weft-chaos")
+    broker: str = "redis://127.0.0.1:6379/12"
+    #: Seconds over which the workflows are started (default: spread over the faults).
+    start_window_s: float | None = None
+    #: Hang protection for the whole run to drain, never a performance bound.
+    drain_timeout_s: float = 600.0
+    #: libpq ``options`` for the engines' sessions, e.g. ``-c
+    #: idle_in_transaction_session_timeout=1000`` (a mitigation to compare against).
+    pg_options: str = ""
+
+
+@dataclass
+class Slot:
+    """One engine position: a label, its proxy port and the boots it had."""
+
+    label: str
+    kind: Literal["standalone", "celery"]
+    cluster: Cluster
+    boots: int = 0
+    engine_ids: list[str] = field(default_factory=list)
+    dead_engine_ids: list[str] = field(default_factory=list)
+    process: Worker | CeleryWorker | None = None
+
+    @property
+    def engine_id(self) -> str:
+        return self.engine_ids[-1] if self.engine_ids else ""
+
+    def group(self) -> ChildGroup:
+        assert self.process is not None
+        return self.process
+
+    def boot(self) -> None:
+        """Start a fresh engine in this slot (its ``EngineRecord`` comes later)."""
+        self.boots += 1
+        env = self.cluster.engine_env(self.label)
+        logs = self.cluster.config.logs
+        if self.kind == "standalone":
+            engine_id = f"{self.label}.{self.boots}"
+            self.process = Worker(engine_id, logs, env=env, imports=IMPORTS)
+            self.engine_ids.append(engine_id)
+        else:
+            self.process = CeleryWorker(
+                f"{self.label}-b{self.boots}",
+                logs,
+                self.cluster.config.broker,
+                concurrency=2,
+                env=env,
+                imports=IMPORTS,
+            )
+
+    def wait_ready(self) -> None:
+        if isinstance(self.process, CeleryWorker):
+            record = self.process.wait_ready()
+            self.engine_ids.append(record.engine_id)
+            return
+        worker = self.process
+        assert isinstance(worker, Worker)
+        deadline = time.monotonic() + BOOT_TIMEOUT_S
+        while not EngineRecord.objects.filter(pk=worker.engine_id).exists():
+            if not worker.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"{worker.engine_id} did not boot:\n{worker.log()[-5000:]}")
+            time.sleep(0.05)
+
+    def node_name(self) -> str:
+        return self.process.node if isinstance(self.process, CeleryWorker) else ""
+
+
+class Cluster:
+    """The engines, their proxies, and what the injector may do to them."""
+
+    takeover_bound_ms = CHILD_TTL_MS + GRACE_MS + SCAN_MS
+    #: How long a pause or a partition lasts at least.
+    disabled_ms = takeover_bound_ms + TOLERANCE_MS
+
+    def __init__(self, config: ChaosConfig) -> None:
+        self.config = config
+        settings = connection.settings_dict
+        self.proxy = ProxyHub((settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432)))
+        self.ports: dict[str, int] = {}
+        self.slots: dict[str, Slot] = {}
+        for i in range(config.engines):
+            kind: Literal["standalone", "celery"] = (
+                "celery" if i >= config.engines - config.celery else "standalone"
+            )
+            label = f"chaos-{'c' if kind == 'celery' else 'e'}{i + 1}"
+            self.ports[label] = self.proxy.add(label)
+            self.slots[label] = Slot(label, kind, self)
+
+    def engine_env(self, label: str) -> dict[str, str]:
+        """The engine's environment: the database through its proxy port, its label."""
+        settings = connection.settings_dict
+        url = (
+            f"postgres://{quote(settings['USER'])}@127.0.0.1:{self.ports[label]}/"
+            f"{quote(settings['NAME'])}?application_name={quote(label)}"
+        )
+        if self.config.pg_options:
+            url += f"&options={quote(self.config.pg_options)}"
+        return {"DATABASE_URL": url, chaos_workflows.ENGINE_ENV: label}
+
+    def start(self) -> None:
+        for slot in self.slots.values():
+            slot.boot()
+        for slot in self.slots.values():
+            slot.wait_ready()
+
+    def stop(self) -> None:
+        for slot in self.slots.values():
+            if slot.process is not None:
+                slot.process.kill()
+        self.proxy.close()
+
+    def engine_ids(self) -> dict[str, str]:
+        """engine id -> slot label, for every boot."""
+        return {e: s.label for s in self.slots.values() for e in s.engine_ids}
+
+    # -- what the injector needs --------------------------------------------------------
+    def held(self, engine_id: str) -> dict[str, int]:
+        rows = WorkflowClaim.objects.filter(engine_id=engine_id).values_list("workflow_id", "epoch")
+        return dict(rows)
+
+    def backends(self, label: str, *, busy_only: bool = False) -> int:
+        state = "AND state IN ('active', 'idle in transaction')" if busy_only else ""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                f"AND pid <> pg_backend_pid() {state}",
+                [label],
+            )
+            return int(cursor.fetchone()[0])
+
+    def blocked_behind(self, label: str) -> int:
+        """Backends of other engines waiting on a lock held by ``label``'s backends."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity w WHERE w.application_name <> %s "
+                "AND EXISTS (SELECT 1 FROM pg_stat_activity h WHERE h.application_name = %s "
+                "AND h.pid = ANY(pg_blocking_pids(w.pid)))",
+                [label, label],
+            )
+            return int(cursor.fetchone()[0])
+
+    def terminate_backends(self, label: str, *, listen_only: bool = False) -> int:
+        listen = "AND query ILIKE 'LISTEN%%'" if listen_only else ""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE application_name = %s AND pid <> pg_backend_pid() {listen}) AS t",
+                [label],
+            )
+            return int(cursor.fetchone()[0])
+
+    def purge_queues(self, slot: Slot) -> int:
+        from celery.utils.nodenames import worker_direct
+        from kombu import Connection
+
+        from weft_django.transports.celery import DEFAULT_QUEUE
+
+        purged = 0
+        with Connection(self.config.broker, connect_timeout=5) as conn:
+            channel = conn.channel()
+            for queue in (worker_direct(slot.node_name()).name, DEFAULT_QUEUE):
+                with contextlib.suppress(Exception):
+                    purged += int(channel.queue_purge(queue) or 0)
+        return purged
+
+    def duplicate_wakes(self, slot: Slot) -> int:
+        """Re-send the wakes of the engine's live runs (and a stale one each)."""
+        runs = list(
+            WorkflowRun.objects.filter(
+                status__in=("running", "parked"),
+                workflow_id__in=WorkflowClaim.objects.filter(engine_id=slot.engine_id).values(
+                    "workflow_id"
+                ),
+            ).values_list("pk", "workflow_id")
+        )
+        epochs = dict(
+            WorkflowClaim.objects.filter(engine_id=slot.engine_id).values_list(
+                "workflow_id", "epoch"
+            )
+        )
+        sent = 0
+        if slot.kind == "celery":
+            from weft_django.transports import celery_node
+
+            for run_id, workflow_id in runs:
+                epoch = epochs.get(workflow_id, 0)
+                for wake_epoch in (epoch, epoch, epoch - 1):
+                    sent += celery_node.send_drive(
+                        slot.node_name(),
+                        str(run_id),
+                        "inline-macrotask-drive",
+                        slot.engine_id,
+                        wake_epoch,
+                        via="chaos",
+                    )
+            return sent
+        with connection.cursor() as cursor:
+            for workflow_id in [wid for _, wid in runs] or ["chaos-dup"]:
+                for _ in range(3):
+                    cursor.execute("SELECT pg_notify('weft_wake', %s)", [workflow_id])
+                    sent += 1
+        return sent
+
+
+# -- the outside world -------------------------------------------------------------------
+
+
+class Driver:
+    """Starts the workflows and plays their part: signals and token completions."""
+
+    def __init__(self, config: ChaosConfig) -> None:
+        self.config = config
+        rng = random.Random(config.seed + 2)
+        window = config.start_window_s
+        if window is None:
+            window = max(5.0, config.faults * (Cluster.disabled_ms / 1000 + 2.0) * 0.6)
+        self.plan = sorted((round(rng.uniform(0, window), 3), i) for i in range(config.workflows))
+        self.keys: dict[str, tuple[str, str]] = {}  # workflow id -> (name, key)
+        self.later: list[tuple[float, str, str, Any]] = []  # (at, workflow id, signal, payload)
+        self.tokens_done: set[str] = set()
+        self.began = 0.0
+
+    def begin(self) -> None:
+        self.began = time.monotonic()
+
+    def started_all(self) -> bool:
+        return not self.plan
+
+    def pump(self) -> None:
+        now = time.monotonic() - self.began
+        while self.plan and self.plan[0][0] <= now:
+            _, i = self.plan.pop(0)
+            self._start(i, now)
+        due = [item for item in self.later if item[0] <= now]
+        self.later = [item for item in self.later if item[0] > now]
+        for _, workflow_id, name, payload in due:
+            client.signal(workflow_id, name, payload)
+        self._complete_tokens()
+
+    def _start(self, i: int, now: float) -> None:
+        name = NAMES[i % len(NAMES)]
+        key = f"w{i:04d}"
+        workflow_id = f"chaos-{i:04d}"
+        data: dict[str, Any] = {"key": key}
+        if name == "chaos-tour":
+            data.update(slow=0.3 if i % 2 else 0.0, sleep=0.3)
+        elif name == "chaos-chain":
+            data.update(steps=3, slow=0.3, sleep=0.2)
+        client.start(name, data, workflow_id=workflow_id)
+        self.keys[workflow_id] = (name, key)
+        if name == "chaos-chain":
+            return
+        signals: list[tuple[str, Any]] = [("go", key)]
+        if name == "chaos-tour":
+            signals += [("bump", 1), ("bump", 2)]
+        # Half buffered before the wait, half sent later (usually to a parked run).
+        delay = 0.0 if i % 2 == 0 else 1.5
+        for n, (signal_name, payload) in enumerate(signals):
+            self.later.append((now + delay + 0.3 * n, workflow_id, signal_name, payload))
+
+    def _complete_tokens(self) -> None:
+        from project.demo.models import SideEffect
+
+        rows = SideEffect.objects.filter(kind=chaos_workflows.TOKEN_KIND).values_list(
+            "key", flat=True
+        )
+        for raw in rows:
+            key, _, token = raw.rsplit("@", 1)[0].partition("|")
+            if token in self.tokens_done:
+                continue
+            with contextlib.suppress(AsyncActivityTokenError):
+                client.complete_async_activity(token, {"paid": key})
+            self.tokens_done.add(token)
+
+    def live(self) -> int:
+        return WorkflowRun.objects.filter(
+            workflow_id__startswith="chaos-", status__in=LIVE_STATUSES
+        ).count()
+
+
+# -- one run -----------------------------------------------------------------------------
+
+
+@dataclass
+class ChaosResult:
+    audit: Audit
+    faults: list[FaultRecord]
+    duration_s: float
+    summary: str
+
+
+def clean_broker(broker: str) -> None:
+    """Stale messages of an earlier run would only be discarded, but start clean."""
+    with contextlib.suppress(Exception):
+        import redis
+
+        redis.Redis.from_url(broker).flushdb()
+
+
+def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None) -> ChaosResult:
+    """Boot, drive, inject, drain, audit. Kills every engine before returning."""
+    from celery import Celery
+
+    from weft_django.celery import install, uninstall
+
+    say = progress or (lambda line: None)
+    config.logs.mkdir(parents=True, exist_ok=True)
+    clean_broker(config.broker)
+    app = Celery("weft-chaos", broker=config.broker)
+    app.conf.broker_connection_retry_on_startup = True
+    install(app)
+    cluster = Cluster(config)
+    labels = list(cluster.slots)
+    celery_labels = [s.label for s in cluster.slots.values() if s.kind == "celery"]
+    injector = Injector(
+        cluster, plan(config.seed, config.faults, labels, celery_labels), config.seed
+    )
+    began = time.monotonic()
+    try:
+        cluster.start()
+        say(f"booted {', '.join(s.engine_id for s in cluster.slots.values())}")
+        driver = Driver(config)
+        driver.begin()
+        injector.start()
+        deadline = time.monotonic() + config.drain_timeout_s
+        last_note = 0.0
+        while not (driver.started_all() and injector.done() and driver.live() == 0):
+            if injector.error is not None:
+                raise RuntimeError("the fault injector failed") from injector.error
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{driver.live()} workflows still live after {config.drain_timeout_s} s"
+                )
+            driver.pump()
+            if time.monotonic() - last_note > 10:
+                last_note = time.monotonic()
+                say(
+                    f"t={last_note - began:.0f}s started {len(driver.keys)} live {driver.live()} "
+                    f"faults {len(injector.records)}/{len(injector.faults)}"
+                )
+            time.sleep(0.05)
+        if injector.error is not None:
+            raise RuntimeError("the fault injector failed") from injector.error
+        # Let the last releases land before judging claims.
+        time.sleep(0.5)
+        duration = time.monotonic() - began
+    finally:
+        injector.join(timeout=60)
+        cluster.stop()
+        uninstall()
+        with contextlib.suppress(Exception):
+            app.close()
+    result = audit(
+        driver.keys,
+        injector.records,
+        cluster.engine_ids(),
+        dead={e for s in cluster.slots.values() for e in s.dead_engine_ids},
+        takeover_bound_ms=Cluster.takeover_bound_ms + TOLERANCE_MS,
+    )
+    line = result.summary_line(
+        engines=config.engines,
+        celery=config.celery,
+        boots=sum(s.boots for s in cluster.slots.values()),
+        seed=config.seed,
+        duration_s=duration,
+    )
+    return ChaosResult(result, injector.records, duration, line)
