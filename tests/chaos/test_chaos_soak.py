@@ -23,13 +23,6 @@ from tests.chaos.injector import FAULT_KINDS
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 SEED = 8
-#: Without it, a partition that cuts an engine inside a batch leaves that
-#: transaction (and its row locks) open on the server until the partition
-#: heals, and another engine's takeover of those rows waits behind it: its
-#: claims are stuck for the whole partition (in production: until TCP
-#: keepalive, hours). The long soak without it shows the stuck claims;
-#: drop this once weft bounds that wait itself.
-ENGINE_PG_OPTIONS = "-c idle_in_transaction_session_timeout=1000"
 
 
 def test_chaos_soak_loses_nothing_and_never_writes_twice(tmp_path):
@@ -43,7 +36,6 @@ def test_chaos_soak_loses_nothing_and_never_writes_twice(tmp_path):
         logs=tmp_path,
         broker="redis://127.0.0.1:6379/12",
         drain_timeout_s=240,
-        pg_options=ENGINE_PG_OPTIONS,
     )
     result = run_chaos(config, progress=print)
     for record in result.faults:

@@ -30,7 +30,7 @@ from rest_framework.test import APIClient
 from tests.security import workflows as wf
 from weft_django.engine import client
 from weft_django.errors import AsyncActivityTokenError
-from weft_django.models import AsyncActivity, JournalEntry, WorkflowRun
+from weft_django.models import AsyncActivity, JournalEntry, Timer, WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -277,19 +277,12 @@ def test_a_refused_call_with_a_valid_token_logs_it_redacted(
     assert ok.status_code == 200  # the refused calls did not spend it
 
 
-#: The one place a raw token is known to be stored (see the test below).
-KNOWN_GAP = {("weft_timer", "payload"), ("weft.Timer", "payload")}
-
-
 def test_a_failed_hand_out_does_not_store_the_token_in_its_error(weft_env: Any) -> None:
     """While the hand-out's retry is pending, the raw token is nowhere in the database.
 
-    KNOWN GAP (engine; not fixed here because weft_django/engine is off-limits to
-    this change): a failed hand-out attempt's exception text is stored verbatim in
-    the retry ``Timer.payload["error"]``; when the hand-out is an HTTP callback,
-    that text holds the raw, still valid token. Exactly that leak is reported as
-    xfail; a leak anywhere else fails. Fix: redact the token from hand-out errors
-    in ``engine/turn.py``; this test then passes and the xfail branch can go.
+    A failed hand-out's exception text (an HTTP callback's, say) can hold the
+    raw, still valid token; the engine cuts it out before storing the error
+    in the retry timer, so it is found nowhere — but "<token>" is.
     """
     client.start("sec-async-flaky", None, workflow_id="sec-flaky")
     weft_env.run_until_idle()
@@ -298,6 +291,6 @@ def test_a_failed_hand_out_does_not_store_the_token_in_its_error(weft_env: Any) 
     assert AsyncActivity.objects.get().status == "pending"  # the token is live
     hits = {(t, c) for t, c, text in _all_rows() if token in text}
     hits |= {(m, f) for m, f, text in _weft_model_values() if token in text}
-    assert hits <= KNOWN_GAP, f"raw token found in {hits - KNOWN_GAP}"
-    if hits:
-        pytest.xfail(f"known gap: a failed hand-out stores its token in {sorted(hits)}")
+    assert hits == set(), f"raw token found in {hits}"
+    timer = Timer.objects.get(kind="retry")
+    assert "<token>" in timer.payload["error"], timer.payload

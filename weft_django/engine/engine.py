@@ -24,9 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import close_old_connections, connections
+from django.db import connections
 
 from weft_django.conf import OwnershipMode, WeftSettings, get_settings
+from weft_django.engine.db_connections import mark_engine_thread, refresh_connections
 from weft_django.engine.definitions import ActivityDefinition
 from weft_django.engine.maintenance import Maintenance
 from weft_django.engine.turn import Turn, TurnAborted
@@ -121,6 +122,9 @@ class Engine:
         self.halted = False
         self._lock = threading.Lock()
         self._inflight: set[str] = set()
+        # Runs a pooled turn took on inline (``continue_as_new``): in flight
+        # until that turn ends (a thread-local list, set by ``_drive_and_clear``).
+        self._adopted = threading.local()
         self._queue: list[tuple[Any, WakeKind | None, str]] = []
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
@@ -248,9 +252,47 @@ class Engine:
             with self._lock:
                 self._queue.append((key, wake_kind, transport))
 
-    def _drive_and_clear(self, run_id: str, wake_kind: WakeKind | None, transport: str) -> None:
+    def dispatch_pickup(self, run: WorkflowRun) -> bool:
+        """Pick up a pending run and drive it.
+
+        With the pool running, both happen on a turn thread: a pickup is a
+        claim acquire plus the pending→running write, and doing every pickup
+        serially on the maintenance thread capped how fast new runs started
+        (issue #7). Inline (``run_until_idle``), the pickup happens now and
+        the turn is queued; returns whether the run was picked up.
+        """
+        if self._pool is None or self.dispatcher is not None:
+            if not self.maintenance.pick_up(run):
+                return False
+            self.dispatch(run.pk, None)
+            return True
+        key = str(run.pk)
+        with self._lock:
+            if key in self._inflight or self._stopping.is_set():
+                return False
+            self._inflight.add(key)
+        self._pool.submit(self._pick_up_and_drive, run)
+        return True
+
+    def _pick_up_and_drive(self, run: WorkflowRun) -> None:
+        key = str(run.pk)
         try:
-            close_old_connections()
+            refresh_connections()
+            picked = self.maintenance.pick_up(run)
+        except Exception:
+            logger.exception("pickup of run %s failed; it will be retried", key)
+            connections[self.settings.database].close_if_unusable_or_obsolete()
+            picked = False
+        if picked:
+            self._drive_and_clear(key, None, "local")  # clears the in-flight mark
+            return
+        with self._lock:
+            self._inflight.discard(key)
+
+    def _drive_and_clear(self, run_id: str, wake_kind: WakeKind | None, transport: str) -> None:
+        self._adopted.keys = []
+        try:
+            refresh_connections()
             self.drive(run_id, wake_kind, transport=transport)
         except Exception:
             logger.exception("turn of run %s failed; it will be retried", run_id)
@@ -258,6 +300,20 @@ class Engine:
         finally:
             with self._lock:
                 self._inflight.discard(run_id)
+                self._inflight.difference_update(self._adopted.keys)
+            self._adopted.keys = None
+
+    def adopt_inflight(self, run_id: Any) -> None:
+        """The current turn drives ``run_id`` inline from now on (a run it continued
+        as new): mark it in flight, so the stranded re-drive of this engine's
+        ``running`` runs does not start a second, concurrent turn of it. Outside
+        ``_drive_and_clear`` (a Celery pool task: its turn mark guards it) a no-op."""
+        keys = getattr(self._adopted, "keys", None)
+        if keys is None:
+            return
+        with self._lock:
+            self._inflight.add(str(run_id))
+        keys.append(str(run_id))
 
     def drive(
         self,
@@ -362,8 +418,13 @@ class Engine:
     def start(self) -> Engine:
         """Run maintenance on background threads (``BACKGROUND_TASKS="auto"``)."""
         self.boot()
+        # Every thread started here drives work: its sessions get the
+        # idle-in-transaction bound (``engine.db_connections``).
         self._pool = ThreadPoolExecutor(
-            max_workers=self.settings.worker_concurrency, thread_name_prefix="weft-turn"
+            max_workers=self.settings.worker_concurrency,
+            thread_name_prefix="weft-turn",
+            initializer=mark_engine_thread,
+            initargs=(self.settings.claim_ttl_ms,),
         )
         self._threads = [
             threading.Thread(target=self._renew_loop, name="weft-renew", daemon=True),
@@ -384,30 +445,37 @@ class Engine:
         self._wake.set()
 
     def _renew_loop(self) -> None:
+        mark_engine_thread(self.settings.claim_ttl_ms)
         interval = self.settings.claim_renew_interval_ms / 1000
         if self.ownership == "lease":
             interval = self.settings.lease_renew_interval_ms / 1000
         while not self._renew_stop.wait(interval):
             try:
-                close_old_connections()
+                refresh_connections()
                 self.maintenance.renew()
             except Exception:
                 logger.exception("claim renewal pass failed")
                 connections[self.settings.database].close_if_unusable_or_obsolete()
 
     def _poll_loop(self) -> None:
+        mark_engine_thread(self.settings.claim_ttl_ms)
         interval = self.settings.poll_interval_ms / 1000
         if self.settings.transport == "celery":
             interval = self.settings.claim_renew_interval_ms / 1000
         while not self._stopping.is_set():
             try:
-                close_old_connections()
+                refresh_connections()
                 self.maintenance.find_and_dispatch()
             except Exception:
                 logger.exception("maintenance pass failed")
                 connections[self.settings.database].close_if_unusable_or_obsolete()
             self._wake.wait(interval)
             self._wake.clear()
+
+    @property
+    def background(self) -> bool:
+        """``start()`` runs the work on this engine's own threads."""
+        return self._pool is not None
 
     @property
     def stopping(self) -> bool:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -36,38 +37,65 @@ def load_events(run_id: Any, using: str) -> list[Event]:
     return [Event(*row) for row in rows]
 
 
-@dataclass
 class RunInbox:
-    """What the outside world left for a run: signals, async results, children, timers."""
+    """What the outside world left for a run: signals, async results, children, timers.
 
-    signals: list[SignalMessage] = field(default_factory=list)
-    async_rows: dict[int, AsyncActivity] = field(default_factory=dict)
-    children: dict[int, WorkflowRun] = field(default_factory=dict)
-    timers: dict[tuple[str, int | None], Timer] = field(default_factory=dict)
+    Each part is read on first use and kept for the step that made it: most
+    steps need one part or none (an activity step only its retry timer), and
+    reading all four every step was a quarter of a turn's database time in
+    the throughput profile (issue #7). A part read later in the step is only
+    *fresher*, which the turn's wake-seq condition on parking already allows.
+    """
+
+    def __init__(
+        self, run_id: Any, using: str, timers: dict[tuple[str, int | None], Timer] | None = None
+    ) -> None:
+        self.run_id = run_id
+        self.using = using
+        if timers is not None:  # still what is stored (see ``Turn``): not read again
+            self.__dict__["timers"] = timers
+
+    @cached_property
+    def signals(self) -> list[SignalMessage]:
+        return list(
+            SignalMessage.objects.using(self.using)
+            .filter(run_id=self.run_id, consumed_at_position__isnull=True)
+            .order_by("id")
+        )
+
+    @cached_property
+    def async_rows(self) -> dict[int, AsyncActivity]:
+        rows = AsyncActivity.objects.using(self.using).filter(run_id=self.run_id)
+        return {int(row.position): row for row in rows}
+
+    @cached_property
+    def children(self) -> dict[int, WorkflowRun]:
+        children = (
+            WorkflowRun.objects.using(self.using)
+            .filter(parent_id=self.run_id)
+            .exclude(parent_position__isnull=True)
+            .order_by("created_at")
+        )
+        return {int(child.parent_position or 0): child for child in children}
+
+    @cached_property
+    def timers(self) -> dict[tuple[str, int | None], Timer]:
+        rows = Timer.objects.using(self.using).filter(run_id=self.run_id)
+        return {(timer.kind, timer.position): timer for timer in rows}
+
+    def has_timer_at(self, position: int | None = None) -> bool | None:
+        """Whether a timer exists (at ``position``, or at all when it is ``None``);
+        ``None`` when the timers were not read this step."""
+        if "timers" not in self.__dict__:
+            return None
+        return any(position is None or key[1] == position for key in self.timers)
 
 
-def load_inbox(run: WorkflowRun, using: str) -> RunInbox:
-    inbox = RunInbox()
-    inbox.signals = list(
-        SignalMessage.objects.using(using)
-        .filter(run_id=run.pk, consumed_at_position__isnull=True)
-        .order_by("id")
-    )
-    inbox.async_rows = {
-        int(row.position): row for row in AsyncActivity.objects.using(using).filter(run_id=run.pk)
-    }
-    inbox.children = {
-        int(child.parent_position or 0): child
-        for child in WorkflowRun.objects.using(using)
-        .filter(parent_id=run.pk)
-        .exclude(parent_position__isnull=True)
-        .order_by("created_at")
-    }
-    inbox.timers = {
-        (timer.kind, timer.position): timer
-        for timer in Timer.objects.using(using).filter(run_id=run.pk)
-    }
-    return inbox
+def load_inbox(
+    run: WorkflowRun, using: str, timers: dict[tuple[str, int | None], Timer] | None = None
+) -> RunInbox:
+    """The run's inbox; nothing is read until a part is used (``timers``: known)."""
+    return RunInbox(run.pk, using, timers)
 
 
 def journal_write(run_id: Any, event: Event, *, engine_id: str, epoch: int, at_ms: int) -> Write:

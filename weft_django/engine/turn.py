@@ -95,6 +95,22 @@ class Turn:
         # The last result when the run ends right after it: recorded by the
         # terminal commit instead of a commit of its own (SPEC §4.2).
         self._folded: tuple[Event, list[Write], list[Condition]] | None = None
+        # The inbox of the current step. ``self.wake_seq`` is NOT re-read each
+        # step: the value read with the run (before any inbox read) stays a
+        # valid lower bound for the park condition — a stale one only makes
+        # the park fail and the turn look again (issue #7: one query less a step).
+        self._inbox: RunInbox | None = None
+
+    @property
+    def _known_timers(self) -> dict[tuple[str, int | None], Timer] | None:
+        """The timers the last step read, while no commit since wrote any.
+
+        Only this run's turns write its timers, and this turn holds the claim
+        (every commit is fenced), so what it read stays what is stored until
+        it writes timers itself — then the next step reads them again. A
+        three-step workflow thus reads its timers once, not once per step.
+        """
+        return self._inbox.__dict__.get("timers") if self._inbox is not None else None
 
     # -- main loop -------------------------------------------------------------
     def drive(self) -> str:
@@ -135,12 +151,14 @@ class Turn:
                 wid = self.run.workflow_id
                 logger.info("turn of %s stopped at a checkpoint: engine stopping", wid)
                 return "running"
-            self.wake_seq = self._read_wake_seq()
-            inbox = load_inbox(self.run, self.db)
+            inbox = self._inbox = load_inbox(self.run, self.db, self._known_timers)
             if self._progress(outcome.open, inbox):
                 continue
             if self._park(outcome.open, inbox):
                 return "parked"
+            # Something arrived after the wake_seq this turn knows (the park's
+            # condition failed): read it again, then look at the inbox again.
+            self.wake_seq = self._read_wake_seq()
         raise RuntimeError(f"turn of {self.run.workflow_id} did not settle")
 
     def _read_wake_seq(self) -> int:
@@ -198,6 +216,8 @@ class Turn:
         )
         if result.committed:
             self.version += 1
+            if any(_writes_timers(w) for w in batch):
+                self._inbox = None  # its timers are no longer what is stored
             for event in events:
                 self.replay.apply(event)
             return result
@@ -226,8 +246,11 @@ class Turn:
             result,
             record,
         )
-        timers = Delete(Timer, {"run_id": self.run.pk, "position": leaf.id})
-        batch: list[Write] = [timers, *(writes or [])]
+        # Only this run's turns write its timers, so when this step read them and
+        # none sits at the leaf, there is nothing to delete (one statement less).
+        no_timer = self._inbox is not None and self._inbox.has_timer_at(leaf.id) is False
+        timers = [] if no_timer else [Delete(Timer, {"run_id": self.run.pk, "position": leaf.id})]
+        batch: list[Write] = [*timers, *(writes or [])]
         # Look past the result (the body is deterministic and database-free;
         # no command runs here): if the run ends right after it, the terminal
         # commit records it, so the last result costs no commit of its own.
@@ -243,7 +266,8 @@ class Turn:
         assert self.replay is not None
         now = self.engine.now_ms()
         waited = {leaf.command.name for leaf in open_leaves if leaf.command.kind == "signal"}  # type: ignore[union-attr]
-        for message in inbox.signals:
+        handlers = self.replay.ctx.signal_handlers
+        for message in inbox.signals if handlers else ():
             if message.name in self.replay.ctx.signal_handlers and message.name not in waited:
                 event = Event(
                     self.replay.next_position, "signal-handler", None, message.name, message.payload
@@ -318,7 +342,18 @@ class Turn:
         now: int,
         *,
         on_success: Any = None,
+        secret: str | None = None,
     ) -> bool:
+        """Run one activity attempt and record its outcome.
+
+        ``secret`` (a hand-out's async token) is cut out of any error text
+        before it is stored: the token is only ever stored as its hash.
+        """
+
+        def describe(failure: BaseException) -> str:
+            text = str(failure)
+            return text.replace(secret, "<token>") if secret else text
+
         timer = inbox.timers.get(("retry", leaf.id))
         if timer is not None and timer.fire_at > now:
             return False
@@ -356,7 +391,7 @@ class Turn:
                 leaf,
                 error=ActivityError(
                     name,
-                    str(failure),
+                    describe(failure),
                     kind=kind,
                     error_type=type(failure).__name__,
                     attempts=attempt,
@@ -370,7 +405,10 @@ class Turn:
             fire_at=fire_at,
             engine_id=self.engine.engine_id,
             epoch=self.engine.epoch_for(self.run.workflow_id),
-            payload={"attempt": attempt + 1, "error": f"{type(failure).__name__}: {failure}"[:500]},
+            payload={
+                "attempt": attempt + 1,
+                "error": f"{type(failure).__name__}: {describe(failure)}"[:500],
+            },
         )
         self.commit(
             [
@@ -415,7 +453,14 @@ class Turn:
                 return True
 
             return self._activity(
-                leaf, command.name, (token, *command.args), {}, inbox, now, on_success=handed_out
+                leaf,
+                command.name,
+                (token, *command.args),
+                {},
+                inbox,
+                now,
+                on_success=handed_out,
+                secret=token,
             )
         settled = inbox.async_rows.get(leaf.id)
         if settled is not None and settled.status == "completed":
@@ -585,7 +630,8 @@ class Turn:
             stored = normalize(f"result of {wid!r}", result) if status == "completed" else None
         except PayloadError as exc:
             status, stored, error = "failed", None, error_record(exc)
-        writes: list[Write] = [Delete(Timer, {"run_id": self.run.pk})]
+        no_timers = self._inbox is not None and self._inbox.has_timer_at() is False
+        writes: list[Write] = [] if no_timers else [Delete(Timer, {"run_id": self.run.pk})]
         if status != "suspended":
             writes.extend(bump_parent(self.run))
         values: dict[str, Any] = {
@@ -664,6 +710,9 @@ class Turn:
             "finished_at": timezone.now(),
             "wake_at": None,
         }
+        # This turn goes on driving the new run inline: in flight before it
+        # exists, or the maintenance pass would start a second turn of it.
+        self.engine.adopt_inflight(new.pk)
         # The old run must leave the live statuses before the new one is
         # inserted: one live run per workflow id is a (non-deferred) unique
         # constraint, checked statement by statement.
@@ -680,6 +729,16 @@ class Turn:
         self.version = new.version
         self.wake_seq = new.wake_seq
         self.replay = None
+        self._inbox = None
+
+
+def _writes_timers(write: Write) -> bool:
+    """Whether a write of a turn's batch may change the run's timers."""
+    if isinstance(write, Insert):
+        return isinstance(write.instance, Timer)
+    if isinstance(write, Delete | Update):
+        return write.model is Timer
+    return True  # any other kind of write: assume it may
 
 
 class _EmptyReplay:

@@ -292,8 +292,22 @@ def _lock_and_check(conds: list[Condition], ops: list[Write], db: str) -> Condit
     run_ids = sorted({str(c.run_id) for c in conds if isinstance(c, RunCondition)})
     needs_lease = any(isinstance(c, LeaseCondition) for c in conds)
 
-    claims: dict[str, WorkflowClaim] = {}
-    if claim_ids:
+    row_conds = [c for c in conds if isinstance(c, RowCondition)]
+    claims: dict[str, Any] = {}
+    runs: dict[str, Any] = {}
+    locked_together = False
+    if claim_ids and run_ids and not needs_lease and connections[db].vendor == "postgresql":
+        # (The lease would rank between claims and runs.)
+        locked_together = _lock_claims_and_runs(claim_ids, run_ids, db, claims, runs)
+        if not locked_together:  # a claim row to create first (a new workflow id)
+            WorkflowClaim.objects.using(db).bulk_create(
+                [WorkflowClaim(workflow_id=i) for i in claim_ids if i not in claims],
+                ignore_conflicts=True,
+            )
+            claims.clear()
+            runs.clear()
+            locked_together = _lock_claims_and_runs(claim_ids, run_ids, db, claims, runs)
+    if claim_ids and not locked_together:
         claims = _lock(WorkflowClaim, claim_ids, db)
         missing = [i for i in claim_ids if i not in claims]
         if missing:
@@ -305,9 +319,9 @@ def _lock_and_check(conds: list[Condition], ops: list[Write], db: str) -> Condit
     if needs_lease:
         GlobalLease.objects.using(db).bulk_create([GlobalLease(key="lease")], ignore_conflicts=True)
         lease = GlobalLease.objects.using(db).select_for_update().filter(pk="lease").first()
-    runs: dict[str, WorkflowRun] = _lock(WorkflowRun, run_ids, db) if run_ids else {}
+    if run_ids and not locked_together:
+        runs = _lock(WorkflowRun, run_ids, db)
     others: dict[tuple[type[Any], str], Any] = {}
-    row_conds = [c for c in conds if isinstance(c, RowCondition)]
     for model in sorted(
         {c.model for c in row_conds}, key=lambda m: (LOCK_RANK.get(m, 10), m._meta.label)
     ):
@@ -331,6 +345,57 @@ def _lock_and_check(conds: list[Condition], ops: list[Write], db: str) -> Condit
         elif not isinstance(cond, UniqueAbsence):
             raise TypeError(f"conditional_batch: unknown condition {cond!r}")
     return None
+
+
+@dataclass(frozen=True)
+class _LockedClaim:
+    epoch: int
+    engine_id: str | None
+    expires_at: int | None
+    claimed_at: int | None
+
+
+@dataclass(frozen=True)
+class _LockedRun:
+    status: str
+    version: int
+    wake_seq: int
+
+
+def _lock_claims_and_runs(
+    claim_ids: list[str],
+    run_ids: list[str],
+    db: str,
+    claims: dict[str, Any],
+    runs: dict[str, Any],
+) -> bool:
+    """PostgreSQL: lock the claim rows, then the run rows, in ONE round trip.
+
+    A turn's commit conditions on its claim (the fence) and its run; two
+    ``SELECT … FOR UPDATE`` were two round trips of every checkpoint. The
+    ``UNION ALL`` reads (and locks) its first branch before the second, so
+    the global lock order (claims, then runs, each by key) is kept. Fills
+    ``claims`` and ``runs``; ``False`` when a claim row is missing (the
+    caller then takes the general path, which creates it first).
+    """
+    claim_table = WorkflowClaim._meta.db_table
+    run_table = WorkflowRun._meta.db_table
+    sql = (
+        "WITH c AS (SELECT workflow_id, epoch, engine_id, expires_at, claimed_at "
+        f"FROM {claim_table} WHERE workflow_id = ANY(%s) ORDER BY workflow_id FOR UPDATE), "
+        f"r AS (SELECT id, version, status, wake_seq FROM {run_table} "
+        "WHERE id = ANY(%s::uuid[]) ORDER BY id FOR UPDATE) "
+        "SELECT 'c', workflow_id, epoch, engine_id, expires_at, claimed_at FROM c "
+        "UNION ALL SELECT 'r', id::text, version, status, wake_seq, NULL FROM r"
+    )
+    with connections[db].cursor() as cursor:
+        cursor.execute(sql, [claim_ids, run_ids])
+        for kind, key, number, text, second, third in cursor.fetchall():
+            if kind == "c":
+                claims[key] = _LockedClaim(number, text, second, third)
+            else:
+                runs[key] = _LockedRun(text, number, second)
+    return len(claims) == len(claim_ids)
 
 
 def _lock(model: type[Any], pks: list[str], db: str) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from django.db.models import F, Min, OuterRef, Q, QuerySet, Subquery
 
 from weft_django.conf import get_settings
 from weft_django.engine import Engine
+from weft_django.engine.db_connections import mark_engine_thread
 from weft_django.engine.maintenance import TIMER_WAKE_KIND
 from weft_django.models import EngineRecord, Timer, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
@@ -618,6 +619,9 @@ def _facade_dispatch(run_id: Any, wake_kind: WakeKind | None, transport_name: st
 
 def _begin_task(engine: Engine) -> None:
     global _marks_dirty
+    # A pool process drives turns: bound its sessions' idle transactions
+    # (``engine.db_connections``). Not the test or web process's own threads.
+    mark_engine_thread(engine.settings.claim_ttl_ms)
     if _marks_dirty:
         _clear_leftover_marks(engine)
 

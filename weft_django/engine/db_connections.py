@@ -1,0 +1,73 @@
+"""An engine thread's database connection: kept across turns, and bounded.
+
+Why not ``django.db.close_old_connections()``: it marks the boundary of a
+web *request*, and with Django's default ``CONN_MAX_AGE = 0`` it closes
+every connection there. An engine thread has no requests; calling it before
+each turn opened a new PostgreSQL session per turn (about 1.1 sessions per
+workflow, 10–16 ms each, in the throughput profile of issue #7). Here a
+connection that saw an error and no longer answers is closed (the next
+query reconnects), as Django does; a healthy one is kept. A positive
+``CONN_MAX_AGE`` is still honoured; ``0`` ("per request") means "for the
+life of the thread" here.
+
+Why the idle-in-transaction bound: an engine cut off from the database
+*inside* a batch (a network partition, a paused process) leaves its session
+"idle in transaction" on the server, holding the row locks of its claim and
+run until TCP gives up — hours by default. Every other engine's takeover of
+those claims then waits on the locks (the chaos soak of issue #8 saw 83
+claims stuck for the whole partition). Engine sessions therefore carry
+``idle_in_transaction_session_timeout = CLAIM_TTL``: the server ends such a
+session, and frees its locks, no later than the claim could be taken over
+anyway (expiry + grace). A batch never waits on user code inside its
+transaction, so a live engine never comes near the bound; an *activity*
+that holds its own transaction open and idle longer than the TTL on an
+engine thread is ended by it too (docs: howto/deploy).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from django.db import connections
+from django.db.backends.signals import connection_created
+
+_engine_thread = threading.local()
+
+
+def refresh_connections() -> None:
+    """Before a unit of engine work: drop broken connections, keep healthy ones."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is None or connection.in_atomic_block:
+            continue
+        if connection.settings_dict.get("CONN_MAX_AGE") == 0:
+            connection.close_at = None  # never obsolete by age on an engine thread
+        connection.close_if_unusable_or_obsolete()
+
+
+def mark_engine_thread(idle_limit_ms: int) -> None:
+    """This thread drives workflows: bound its PostgreSQL sessions' idle transactions."""
+    if getattr(_engine_thread, "idle_limit_ms", None) == idle_limit_ms:
+        return
+    _engine_thread.idle_limit_ms = idle_limit_ms
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and not connection.in_atomic_block:
+            _bound_idle_transactions(connection)
+
+
+def _bound_idle_transactions(connection: Any, *, new_session: bool = False) -> None:
+    limit = getattr(_engine_thread, "idle_limit_ms", None)
+    if limit is None or connection.vendor != "postgresql":
+        return
+    if not new_session and getattr(connection, "_weft_idle_limit_ms", None) == limit:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET idle_in_transaction_session_timeout = {int(limit)}")
+    connection._weft_idle_limit_ms = limit
+
+
+def _on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
+    _bound_idle_transactions(connection, new_session=True)
+
+
+connection_created.connect(_on_connection_created, dispatch_uid="weft-engine-idle-bound")
