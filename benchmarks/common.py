@@ -32,7 +32,9 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-OUT_DIR = REPO_ROOT / "benchmarks" / "out"
+#: ``WEFT_BENCH_OUT`` moves the JSON, logs and pictures (the smoke test: its tiny
+#: run must not overwrite the figures of a real one).
+OUT_DIR = Path(os.environ.get("WEFT_BENCH_OUT") or REPO_ROOT / "benchmarks" / "out")
 LOG_DIR = OUT_DIR / "logs"
 DOCS_IMG = REPO_ROOT / "docs" / "img"
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/weft_bench"
@@ -115,6 +117,7 @@ def setup_django(url: str | None = None) -> None:
     import django
 
     django.setup()
+    import benchmarks.workflows  # noqa: F401  (bench-sleeper: client.start needs it here)
 
 
 def reset_tables() -> None:
@@ -177,6 +180,9 @@ def versions(url: str | None = None, **extra: str | None) -> dict[str, Any]:
         "psycopg": _version("psycopg"),
         "postgresql": server_version(url),
         "matplotlib": _version("matplotlib"),
+        "celery": _version("celery"),
+        "kombu": _version("kombu"),
+        "redis_py": _version("redis"),
         "git": _git(),
         **extra,
     }
@@ -272,7 +278,7 @@ def publish_png(fig: Any, name: str, publish: bool = True) -> str:
     if publish:
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS_IMG / path.name)
-    return str(path.relative_to(REPO_ROOT))
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 def pyplot() -> Any:
@@ -352,7 +358,12 @@ STATS_OVERHEAD = 3  # the autocommit statements of one ``db_stats`` call
 
 
 class Proc:
-    """A child process in its own process group, its output in a log file."""
+    """A child process in its own process group, its output in a log file.
+
+    ``term_main_only``: ``stop`` sends SIGTERM to the main process alone (a
+    Celery node: its warm shutdown drains the pool and releases the claims;
+    a SIGTERM to the pool children as well would turn it into a cold one).
+    """
 
     def __init__(
         self,
@@ -361,9 +372,12 @@ class Proc:
         env: dict[str, str],
         cwd: Path = REPO_ROOT,
         capture: bool = False,
+        term_main_only: bool = False,
     ) -> None:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.name = name
+        self.term_main_only = term_main_only
+        self._terminated = False
         self.log_path = LOG_DIR / f"{name}.log"
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
@@ -410,14 +424,26 @@ class Proc:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signum)
 
+    def terminate(self) -> None:
+        """Send the SIGTERM of ``stop`` without waiting (stop several at once)."""
+        if self.proc.poll() is None and not self._terminated:
+            self._terminated = True
+            if self.term_main_only:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.proc.pid, signal.SIGTERM)
+            else:
+                self.signal_group(signal.SIGTERM)
+
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM, wait up to ``timeout``, then SIGKILL the group."""
         if self.proc.poll() is None:
-            self.signal_group(signal.SIGTERM)
+            self.terminate()
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+        if self.term_main_only:
+            self.signal_group(signal.SIGKILL)  # leftovers of the group, if any
         self._log.close()
         return self.proc.returncode
 
@@ -427,12 +453,134 @@ class Proc:
             self.proc.wait(timeout=20)
 
 
+#: ``python -c WORKER_LAUNCHER <command> ...`` = ``manage.py <command> ...`` with
+#: ``benchmarks.workflows`` imported first (``manage.py`` has no ``-I`` like Celery).
+WORKER_LAUNCHER = (
+    "import sys, django; django.setup(); import benchmarks.workflows; "
+    "from django.core.management import execute_from_command_line; "
+    "execute_from_command_line(['manage.py', *sys.argv[1:]])"
+)
+
+
 def weft_worker(name: str, *extra: str, env: dict[str, str] | None = None) -> Proc:
     """``manage.py weft_worker --engine-id <name>`` on ``weft_bench``."""
     url = bench_url()
     environment = child_env(f"{url}?application_name={quote(name)}", **(env or {}))
-    argv = [sys.executable, "manage.py", "weft_worker", "--engine-id", name, "--grace", "5"]
-    return Proc(name, [*argv, "--log-level", "WARNING", *extra], environment)
+    argv = [sys.executable, "-c", WORKER_LAUNCHER, "weft_worker", "--engine-id", name]
+    return Proc(name, [*argv, "--grace", "5", "--log-level", "WARNING", *extra], environment)
+
+
+# -- Celery ------------------------------------------------------------------------------
+
+#: Redis database 12 is the benchmarks' own broker (the Celery tests use 13,
+#: the example project 0); ``WEFT_BENCH_BROKER`` overrides it.
+DEFAULT_BROKER = "redis://127.0.0.1:6379/12"
+CELERY_POOL = "prefork"
+CELERY_CONCURRENCY = 2  # pool processes per node: one per core of this machine
+
+
+def broker_url() -> str:
+    return os.environ.get("WEFT_BENCH_BROKER", DEFAULT_BROKER)
+
+
+def flush_broker() -> None:
+    """Empty the benchmarks' Redis database: a killed earlier run may have left
+    messages (stale wakes are discarded by the wake guard, but they cost time)."""
+    url = broker_url()
+    if url.startswith("redis://"):
+        import redis
+
+        redis.Redis.from_url(url).flushdb()
+
+
+def install_celery() -> Any:
+    """Make this process a web process of the Celery deployment: ``client``
+    calls then send their wakes (``weft.pickup``/``weft.drive``) on commit."""
+    from celery import Celery
+
+    from weft_django.celery import install
+
+    app = Celery("weft-bench", broker=broker_url())
+    app.conf.broker_connection_retry_on_startup = True
+    return install(app)
+
+
+def uninstall_celery(app: Any) -> None:
+    from weft_django.celery import uninstall
+
+    uninstall()
+    with contextlib.suppress(Exception):
+        app.close()
+
+
+def celery_node(
+    name: str,
+    *,
+    pool: str = CELERY_POOL,
+    concurrency: int = CELERY_CONCURRENCY,
+    env: dict[str, str] | None = None,
+) -> Proc:
+    """``celery -A project worker`` (one weft engine per node) on ``weft_bench``.
+
+    Log level WARNING like the standalone engines; mingle, gossip and the
+    event heartbeat are off (cluster chatter the benchmark does not need)."""
+    import socket
+
+    node = f"{name}@{socket.gethostname()}"
+    url = bench_url()
+    environment = child_env(
+        f"{url}?application_name={quote(name)}", CELERY_BROKER_URL=broker_url(), **(env or {})
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "project",
+        "worker",
+        "-n",
+        node,
+        "-P",
+        pool,
+        "-c",
+        str(concurrency),
+        "-l",
+        "WARNING",
+        "-I",
+        "benchmarks.workflows",
+        "--without-mingle",
+        "--without-gossip",
+        "--without-heartbeat",
+    ]
+    proc = Proc(name, argv, environment, term_main_only=True)
+    proc.node = node  # type: ignore[attr-defined]
+    return proc
+
+
+def wait_celery_ready(nodes: Sequence[Proc], timeout: float = 120) -> None:
+    """Each node's engine booted (``EngineRecord``) and its consumer ready."""
+    from benchmarks.workflows import READY_MARK
+    from weft_django.models import EngineRecord
+
+    names = [n.node for n in nodes]  # type: ignore[attr-defined]
+    wait_until(
+        f"{len(nodes)} Celery nodes to boot",
+        lambda: (
+            EngineRecord.objects.filter(node_name__in=names, stopped_at=None).count() >= len(nodes)
+            and all(READY_MARK in n.log() for n in nodes)
+        ),
+        timeout=timeout,
+        procs=nodes,
+        interval=0.1,
+    )
+
+
+def stop_all(procs: Sequence[Proc]) -> None:
+    """SIGTERM every process first, then wait for each: N warm shutdowns in parallel."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.stop()
 
 
 def wait_until(

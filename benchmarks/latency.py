@@ -1,16 +1,26 @@
 """Wake and takeover latency, each as a distribution with a baseline from the same run.
 
-1. **Signal wake**: a ``signal-wait`` run parks; ``client.signal`` from this
-   process (a non-owner) → the owner's turn commits the run (its
-   ``finished_at``). One ``weft_worker`` with NOTIFY (the default) and one
-   with ``--no-listen`` (polling alone, POLL_INTERVAL 0.2 s), in alternating
-   blocks. Baseline: a raw LISTEN/NOTIFY round trip (psycopg, autocommit
-   NOTIFY → ``notifies()`` on another connection), sampled between the
-   blocks; for polling the floor is half the poll interval on average.
-2. **Start → first activity**: ``client.start("three-steps")`` (the run's
+1. **Signal wake (cross-engine)**: a ``signal-wait`` run parks;
+   ``client.signal`` from this process (a client, not the owner) → the
+   owner's turn commits the run (its ``finished_at``). Three modes, one
+   engine per block, blocks alternating: a ``weft_worker`` with NOTIFY (the
+   default), one with ``--no-listen`` (polling alone, POLL_INTERVAL 0.2 s),
+   and one Celery node (``celery -A project worker``; this process installs
+   the transport, so the signal's commit sends ``weft.drive`` to the owner
+   node's direct queue). Baselines: a raw LISTEN/NOTIFY round trip (psycopg,
+   autocommit NOTIFY → ``notifies()`` on another connection), sampled
+   between the blocks; for polling the floor is half the poll interval on
+   average; for Celery a raw ``send_task`` to the same node's direct queue →
+   the task body starting (``bench.stamp``). Target: Celery p99 ≤ 100 ms.
+2. **Timer wake**: ``bench-sleeper`` runs (a sleep and nothing else,
+   ``benchmarks/workflows.py``), timers staggered so none queues: the
+   timer's ``fire_at`` → the woken turn commits the run. Same three modes;
+   Celery's baseline is the lateness of a raw ``bench.stamp`` sent with an
+   ``eta`` (body start − eta). Target: Celery p99 ≤ 50 ms.
+3. **Start → first activity**: ``client.start("three-steps")`` (the run's
    ``created_at``) → its first activity's side-effect row (``SideEffect.at``),
-   same two modes.
-3. **Takeover after SIGKILL** (``WEFT_TEST_TIMINGS=1``: CLAIM_TTL 3 s,
+   same three modes.
+4. **Takeover after SIGKILL** (``WEFT_TEST_TIMINGS=1``: CLAIM_TTL 3 s,
    CLAIM_RENEW_INTERVAL 1 s): engine A owns K parked runs, engine B is up;
    A's process group is SIGKILLed; per run, the time until B's ``takeover``
    ClaimEvent. Floor: CLAIM_TTL + 2 × CLAIM_RENEW_INTERVAL (the expiry rule
@@ -38,7 +48,17 @@ from benchmarks import common
 POLL_INTERVAL_MS = 200
 TEST_TTL_MS = 3_000
 TEST_RENEW_MS = 1_000
-MODES = ("notify", "polling")
+MODES = ("notify", "polling", "celery")
+WARMUP = 2  # signal wakes per block run first and not counted
+TIMER_BASE_MS = 2_500  # the first sleeper's sleep: every start has parked by then
+TIMER_GUARD_MS = 50  # a timer due sooner after the last park is not counted
+RAW_ETA_MS = 300  # how far ahead the raw Celery eta baseline schedules its first task
+STAGGER_MS = 150  # between consecutive timers: > one wake turn, so none queues
+#: Timers of a standalone engine are found by its poll whether it LISTENs or not
+#: (NOTIFY carries client writes, not due timers): timed in the polling block only.
+TIMER_MODES = ("polling", "celery")
+CELERY_TIMER_TARGET_MS = 50
+CELERY_SIGNAL_TARGET_MS = 100
 
 
 def _ms(dt: Any) -> float:
@@ -69,52 +89,175 @@ def notify_round_trips(samples: int) -> list[float]:
     return out
 
 
+# -- baseline: raw Celery -----------------------------------------------------------------
+
+
+def celery_round_trips(app: Any, node: str, samples: int, eta_ms: float | None) -> list[float]:
+    """Raw Celery round trips in ms: ``send_task("bench.stamp")`` to the node's
+    direct queue (the queue a ``weft.drive`` takes) → the task body starts in a
+    pool process. With ``eta_ms`` each message carries an ``eta`` that far
+    ahead (staggered by STAGGER_MS so they do not queue behind each other) and
+    the figure is body start − eta: Celery's own timer precision, the floor of
+    a timer wake through Celery."""
+    import json
+
+    import redis
+    from celery.utils.nodenames import worker_direct
+
+    from benchmarks.workflows import STAMPS_KEY
+
+    queue = worker_direct(node)
+    r = redis.Redis.from_url(common.broker_url())
+    r.delete(STAMPS_KEY)
+    due: dict[str, float] = {}
+    out: list[float] = []
+    if eta_ms is None:
+        for i in range(samples):
+            sid = f"raw-{i}"
+            due[sid] = time.time() * 1000
+            app.send_task("bench.stamp", args=[sid], queue=queue)
+            got = r.blpop([STAMPS_KEY], timeout=10)
+            if got is None:
+                raise TimeoutError("bench.stamp did not run within 10 s")
+            name, at_ms = json.loads(got[1])
+            out.append(at_ms - due[name])
+            time.sleep(0.01)
+        return out
+    from datetime import UTC, datetime
+
+    base = time.time() * 1000 + eta_ms
+    for i in range(samples):
+        sid = f"eta-{i}"
+        due[sid] = base + i * STAGGER_MS
+        eta = datetime.fromtimestamp(due[sid] / 1000, tz=UTC)
+        app.send_task("bench.stamp", args=[sid], queue=queue, eta=eta)
+    for _ in range(samples):
+        got = r.blpop([STAMPS_KEY], timeout=10 + (samples * STAGGER_MS + eta_ms) / 1000)
+        if got is None:
+            raise TimeoutError("a bench.stamp with an eta did not run")
+        name, at_ms = json.loads(got[1])
+        out.append(at_ms - due[name])
+    return out
+
+
 # -- wakes ------------------------------------------------------------------------------
 
 
-def wake_block(mode: str, samples: int, starts: int) -> tuple[list[float], list[float]]:
-    """One engine in ``mode``: ``samples`` signal wakes, ``starts`` start→first activity."""
+def start_engine(mode: str, tag: str) -> common.Proc:
+    """One booted, idle engine: a ``weft_worker`` (NOTIFY on, or ``--no-listen``)
+    or a Celery node (``celery -A project worker``, one engine)."""
+    from weft_django.models import EngineRecord
+
+    if mode == "celery":
+        common.flush_broker()
+        node = common.celery_node(f"bench-lat-{tag}")
+        common.wait_celery_ready([node])
+        return node
+    extra = ("--no-listen",) if mode == "polling" else ()
+    worker = common.weft_worker(f"bench-lat-{tag}", *extra)
+    common.wait_until("the engine to boot", lambda: EngineRecord.objects.exists(), 120, [worker])
+    return worker
+
+
+def signal_wake(i: int, tag: str, worker: common.Proc) -> float:
+    """Start a ``signal-wait`` run, let it park, signal it from this process (a
+    client, not its owner): ms from the signal's commit to the run's completion."""
+    from weft_django import client
+    from weft_django.models import WorkflowRun
+
+    wid = f"wake-{tag}-{i}"
+    handle = client.start("signal-wait", {"id": wid}, workflow_id=wid)
+    run = WorkflowRun.objects.filter(pk=handle.run_id)
+    common.wait_until(
+        "the run to park",
+        lambda: run.filter(status="parked").exists(),
+        30,
+        [worker],
+        interval=0.005,
+    )
+    time.sleep(0.05)  # let the parking turn finish its bookkeeping
+    t0 = time.time() * 1000
+    client.signal(wid, "go", i)
+    common.wait_until(
+        "the signal's turn",
+        lambda: run.filter(status="completed").exists(),
+        30,
+        [worker],
+        interval=0.002,
+    )
+    finished = run.values_list("finished_at", flat=True).get()
+    return _ms(finished) - t0
+
+
+def timer_wakes(k: int, tag: str, worker: common.Proc) -> tuple[list[float], int]:
+    """K ``bench-sleeper`` runs, their timers due TIMER_BASE_MS + i × STAGGER_MS
+    after the start (staggered: one wake at a time, no queueing): ms from each
+    timer's ``fire_at`` to the completion its turn commits. A timer due before
+    every sleeper had parked (plus TIMER_GUARD_MS) would measure queueing
+    behind the parking turns, not a wake: it is dropped and counted."""
+    from weft_django import client
+    from weft_django.models import Timer, WorkflowRun
+
+    runs = []
+    for i in range(k):
+        wid = f"timer-{tag}-{i}"
+        seconds = (TIMER_BASE_MS + i * STAGGER_MS) / 1000
+        runs.append(client.start("bench-sleeper", {"id": wid, "seconds": seconds}, workflow_id=wid))
+    ids = [h.run_id for h in runs]
+    fire_at: dict[str, int] = {}
+
+    def all_parked() -> bool:
+        # Read while they wait: a timer's row goes once it fired.
+        rows = Timer.objects.filter(run_id__in=ids).values_list("run_id", "fire_at")
+        fire_at.update({str(r): int(f) for r, f in rows})
+        return (
+            len(fire_at) >= k
+            and WorkflowRun.objects.filter(pk__in=ids, status="parked").count() >= k
+        )
+
+    common.wait_until(f"{k} sleepers to park", all_parked, 30, [worker], interval=0.01)
+    parked_ms = time.time() * 1000
+    finished_rows = WorkflowRun.objects.filter(pk__in=ids)
+    common.wait_until(
+        f"{k} timer wakes",
+        lambda: finished_rows.filter(status="completed").count() >= k,
+        30 + k * STAGGER_MS / 1000,
+        [worker],
+        interval=0.05,
+    )
+    out: list[float] = []
+    dropped = 0
+    for pk, finished in finished_rows.values_list("pk", "finished_at"):
+        due = fire_at[str(pk)]
+        if due < parked_ms + TIMER_GUARD_MS:
+            dropped += 1
+        else:
+            out.append(_ms(finished) - due)
+    return out, dropped
+
+
+def wake_block(mode: str, samples: int, starts: int, timers: int) -> dict[str, list[float]]:
+    """One engine in ``mode``: signal wakes, start→first activity, timer wakes
+    (and, with Celery, the raw Celery round trips on the same node)."""
     from django.db import connections
 
     from project.demo.models import SideEffect
     from weft_django import client
-    from weft_django.models import EngineRecord, WorkflowRun
+    from weft_django.models import WorkflowRun
 
     common.reset_tables()
     connections.close_all()
     tag = f"{mode}-{uuid.uuid4().hex[:6]}"
-    extra = ("--no-listen",) if mode == "polling" else ()
-    worker = common.weft_worker(f"bench-lat-{tag}", *extra)
-    wakes: list[float] = []
-    firsts: list[float] = []
+    app = common.install_celery() if mode == "celery" else None
+    out: dict[str, list[float]] = {"signal": [], "first": [], "timer": []}
+    worker: common.Proc | None = None
     try:
-        common.wait_until(
-            "the engine to boot", lambda: EngineRecord.objects.exists(), 120, [worker]
-        )
+        worker = start_engine(mode, tag)
         time.sleep(0.5)
-        for i in range(samples):
-            wid = f"wake-{tag}-{i}"
-            handle = client.start("signal-wait", {"id": wid}, workflow_id=wid)
-            run = WorkflowRun.objects.filter(pk=handle.run_id)
-            common.wait_until(
-                "the run to park",
-                lambda r=run: r.filter(status="parked").exists(),
-                30,
-                [worker],
-                interval=0.005,
-            )
-            time.sleep(0.05)  # let the parking turn finish its bookkeeping
-            t0 = time.time() * 1000
-            client.signal(wid, "go", i)
-            common.wait_until(
-                "the signal's turn",
-                lambda r=run: r.filter(status="completed").exists(),
-                30,
-                [worker],
-                interval=0.002,
-            )
-            finished = run.values_list("finished_at", flat=True).get()
-            wakes.append(_ms(finished) - t0)
+        for i in range(-WARMUP, samples):  # the first turns of a fresh engine warm it up
+            latency = signal_wake(i, tag, worker)
+            if i >= 0:
+                out["signal"].append(latency)
         for i in range(starts):
             wid = f"first-{tag}-{i}"
             handle = client.start("three-steps", {"id": wid}, workflow_id=wid)
@@ -129,12 +272,22 @@ def wake_block(mode: str, samples: int, starts: int) -> tuple[list[float], list[
             created = run.values_list("created_at", flat=True).get()
             first = SideEffect.objects.filter(kind="reserve", key=wid).order_by("at").first()
             assert first is not None
-            firsts.append(_ms(first.at) - _ms(created))
+            out["first"].append(_ms(first.at) - _ms(created))
             time.sleep(0.02)
+        if mode in TIMER_MODES:
+            out["timer"], dropped = timer_wakes(timers, tag, worker)
+            out["timer_dropped"] = [float(dropped)]
+        if app is not None:
+            node = worker.node  # type: ignore[attr-defined]
+            out["raw_celery"] = celery_round_trips(app, node, samples, None)
+            out["raw_celery_eta"] = celery_round_trips(app, node, timers, RAW_ETA_MS)
     finally:
-        worker.stop()
+        if worker is not None:
+            worker.stop()
+        if app is not None:
+            common.uninstall_celery(app)
         connections.close_all()
-    return wakes, firsts
+    return out
 
 
 # -- takeover ---------------------------------------------------------------------------------
@@ -200,42 +353,52 @@ def takeover_trial(k: int) -> list[float]:
 # -- the benchmark --------------------------------------------------------------------------
 
 
-def run(quick: bool, publish: bool = True) -> dict[str, Any]:
+def run(quick: bool, publish: bool = True, modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     machine = common.Machine()
     url = common.bench_url()
     common.ensure_database(url)
     common.setup_django(url)
     blocks = 1 if quick else 3
-    wakes_per_block, starts_per_block = (20, 10) if quick else (40, 20)
+    wakes_per_block, starts_per_block, timers_per_block = (20, 10, 20) if quick else (40, 20, 40)
     trials, k = (2, 20) if quick else (5, 100)
 
-    wakes: dict[str, list[float]] = {m: [] for m in MODES}
-    firsts: dict[str, list[float]] = {m: [] for m in MODES}
+    got: dict[str, dict[str, list[float]]] = {
+        m: {"signal": [], "first": [], "timer": []} for m in modes
+    }
     raw: list[float] = []
+    raw_celery: dict[str, list[float]] = {"raw_celery": [], "raw_celery_eta": []}
+    dropped = {m: 0 for m in modes if m in TIMER_MODES}
     for b in range(blocks):
-        order = MODES if b % 2 == 0 else MODES[::-1]
+        order = modes if b % 2 == 0 else modes[::-1]
         for mode in order:
             raw += notify_round_trips(wakes_per_block)
-            w, f = wake_block(mode, wakes_per_block, starts_per_block)
-            wakes[mode] += w
-            firsts[mode] += f
+            block = wake_block(mode, wakes_per_block, starts_per_block, timers_per_block)
+            for kind in ("signal", "first", "timer"):
+                got[mode][kind] += block[kind]
+            if mode in dropped:
+                dropped[mode] += int(sum(block["timer_dropped"]))
+            for kind in raw_celery:
+                raw_celery[kind] += block.get(kind, [])
     raw += notify_round_trips(wakes_per_block)
     takeovers: list[float] = []
     per_trial_max: list[float] = []
     for _ in range(trials):
-        got = takeover_trial(k)
-        takeovers += got
-        per_trial_max.append(round(max(got), 1))
+        sample = takeover_trial(k)
+        takeovers += sample
+        per_trial_max.append(round(max(sample), 1))
     common.reset_tables()
 
     floor_ms = TEST_TTL_MS + 2 * TEST_RENEW_MS
     bound_ms = floor_ms + POLL_INTERVAL_MS
-    d_wakes = {m: common.distribution(wakes[m]) for m in MODES}
-    d_first = {m: common.distribution(firsts[m]) for m in MODES}
+    d_wakes = {m: common.distribution(got[m]["signal"]) for m in modes}
+    d_timer = {m: common.distribution(got[m]["timer"]) for m in modes if m in TIMER_MODES}
+    d_first = {m: common.distribution(got[m]["first"]) for m in modes}
     d_raw = common.distribution(raw, digits=3)
     d_take = common.distribution(takeovers)
     figures = {
         "signal_wake_ms": d_wakes,
+        "timer_wake_ms": d_timer,
+        "timer_wakes_dropped": dropped,
         "start_to_first_activity_ms": d_first,
         "takeover_after_sigkill_ms": {
             **d_take,
@@ -244,7 +407,7 @@ def run(quick: bool, publish: bool = True) -> dict[str, Any]:
             "trials": trials,
         },
     }
-    baseline = {
+    baseline: dict[str, Any] = {
         "raw_listen_notify_round_trip_ms": d_raw,
         "polling_floor_ms": {
             "mean": POLL_INTERVAL_MS / 2,
@@ -257,30 +420,75 @@ def run(quick: bool, publish: bool = True) -> dict[str, Any]:
         "bound = floor + one scan (POLL_INTERVAL); a kill lands up to one renew interval "
         "after A's last renewal, so single takeovers can come up to 1 s before the floor",
     }
+    if "celery" in modes:
+        baseline["raw_celery_round_trip_ms"] = {
+            **common.distribution(raw_celery["raw_celery"], digits=2),
+            "what": "send_task to the node's direct queue → task body starts in a pool process",
+        }
+        baseline["raw_celery_eta_lateness_ms"] = {
+            **common.distribution(raw_celery["raw_celery_eta"], digits=2),
+            "what": "task body start − eta, same node and queue (Celery's timer precision)",
+        }
     p99_take = d_take["p99"]
-    ratio = {
-        "signal_wake_notify_p50_over_raw_notify_p50": common.rnd(
-            d_wakes["notify"]["p50"] / d_raw["p50"], 1
-        ),
-        "signal_wake_polling_p50_over_notify_p50": common.rnd(
-            d_wakes["polling"]["p50"] / d_wakes["notify"]["p50"], 2
-        ),
-        "signal_wake_polling_mean_over_polling_floor_mean": common.rnd(
-            d_wakes["polling"]["mean"] / (POLL_INTERVAL_MS / 2), 2
-        ),
-        "start_first_activity_polling_p50_over_notify_p50": common.rnd(
-            d_first["polling"]["p50"] / d_first["notify"]["p50"], 2
-        ),
-        "takeover_p50_over_floor": common.rnd(d_take["p50"] / floor_ms, 3),
-        "takeover_p99_over_bound": common.rnd(p99_take / bound_ms, 3),
-        "headline": {
+
+    def over(a: float | None, b: float | None, digits: int = 2) -> float | None:
+        return None if a is None or not b else common.rnd(a / b, digits)
+
+    ratio: dict[str, Any] = {"takeover_p50_over_floor": common.rnd(d_take["p50"] / floor_ms, 3)}
+    if "notify" in modes:
+        ratio["signal_wake_notify_p50_over_raw_notify_p50"] = over(
+            d_wakes["notify"]["p50"], d_raw["p50"], 1
+        )
+    if "polling" in modes:
+        ratio["signal_wake_polling_mean_over_polling_floor_mean"] = over(
+            d_wakes["polling"]["mean"], POLL_INTERVAL_MS / 2
+        )
+        ratio["timer_wake_polling_mean_over_polling_floor_mean"] = over(
+            d_timer["polling"]["mean"], POLL_INTERVAL_MS / 2
+        )
+    if "notify" in modes and "polling" in modes:
+        ratio["signal_wake_polling_p50_over_notify_p50"] = over(
+            d_wakes["polling"]["p50"], d_wakes["notify"]["p50"]
+        )
+        ratio["start_first_activity_polling_p50_over_notify_p50"] = over(
+            d_first["polling"]["p50"], d_first["notify"]["p50"]
+        )
+    headline: dict[str, Any] = {
+        "takeover": {
             "what": "takeover p99 ÷ (CLAIM_TTL + 2 × CLAIM_RENEW_INTERVAL + one scan)",
             "value": common.rnd(p99_take / bound_ms, 3),
             "target": "<= 1 (every workflow taken over within the bound)",
             "met": max(takeovers) <= bound_ms,
-        },
+        }
     }
-    pngs = [_plot(wakes, firsts, raw, takeovers, floor_ms, bound_ms, publish)]
+    if "celery" in modes:
+        raw_rt = baseline["raw_celery_round_trip_ms"]
+        raw_eta = baseline["raw_celery_eta_lateness_ms"]
+        ratio["signal_wake_celery_p50_over_raw_celery_p50"] = over(
+            d_wakes["celery"]["p50"], raw_rt["p50"], 1
+        )
+        ratio["timer_wake_celery_p50_over_raw_celery_eta_p50"] = over(
+            d_timer["celery"]["p50"], raw_eta["p50"], 1
+        )
+        if "polling" in modes:
+            ratio["signal_wake_celery_p99_over_polling_p99"] = over(
+                d_wakes["celery"]["p99"], d_wakes["polling"]["p99"]
+            )
+            ratio["timer_wake_celery_p99_over_polling_p99"] = over(
+                d_timer["celery"]["p99"], d_timer["polling"]["p99"]
+            )
+        for name, dist, target in (
+            ("celery_timer_wake_p99_ms", d_timer["celery"], CELERY_TIMER_TARGET_MS),
+            ("celery_signal_wake_p99_ms", d_wakes["celery"], CELERY_SIGNAL_TARGET_MS),
+        ):
+            headline[name] = {
+                "what": f"{name.replace('_', ' ')} (p99 over {dist['n']} samples)",
+                "value": dist["p99"],
+                "target": f"<= {target}",
+                "met": dist["p99"] is not None and dist["p99"] <= target,
+            }
+    ratio["headline"] = headline
+    pngs = [_plot(got, raw, raw_celery, takeovers, floor_ms, bound_ms, publish)]
     return common.document(
         "latency",
         mode="quick" if quick else "full",
@@ -288,13 +496,30 @@ def run(quick: bool, publish: bool = True) -> dict[str, Any]:
         baseline=baseline,
         ratio=ratio,
         settings={
+            "modes": list(modes),
             "blocks_per_mode": blocks,
             "signal_wakes_per_block": wakes_per_block,
+            "warmup_signal_wakes_per_block": WARMUP,
             "starts_per_block": starts_per_block,
+            "timer_wakes_per_block": timers_per_block,
+            "timer_modes": [m for m in modes if m in TIMER_MODES],
+            "timer_first_sleep_ms": TIMER_BASE_MS,
+            "timer_stagger_ms": STAGGER_MS,
             "takeover_trials": trials,
             "parked_workflows_per_trial": k,
-            "engine": "one weft_worker per block (default settings; --no-listen for "
-            "polling); takeover: two weft_workers with WEFT_TEST_TIMINGS=1",
+            "engine": "one engine per block: a weft_worker (default settings; --no-listen "
+            "for polling) or one Celery node; takeover: two weft_workers with "
+            "WEFT_TEST_TIMINGS=1",
+            "celery": {
+                "node": f"celery -A project worker -P {common.CELERY_POOL} "
+                f"-c {common.CELERY_CONCURRENCY} -l WARNING --without-mingle "
+                "--without-gossip --without-heartbeat",
+                "broker": common.broker_url(),
+                "weft": "defaults: CLAIM_RENEW_INTERVAL 5 s (the polling backstop), "
+                "CELERY_ETA_HORIZON 60 s",
+            }
+            if "celery" in modes
+            else None,
             "poll_interval_ms": POLL_INTERVAL_MS,
             "claim_ttl_ms": TEST_TTL_MS,
             "claim_renew_interval_ms": TEST_RENEW_MS,
@@ -302,11 +527,20 @@ def run(quick: bool, publish: bool = True) -> dict[str, Any]:
         },
         machine=machine,
         notes=[
-            "Each wake sample is sequential (start, park, signal, complete): no queueing.",
-            "Signal wake = signal committed → the resumed turn's terminal write "
-            "(finished_at, stamped just before its commit).",
-            "Timer wakes (timer due → turn committed) are not measured: no demo workflow "
-            "sleeps alone, and the benchmarks do not add workflows to the project.",
+            "Each signal wake is sequential (start, park, signal, complete): no queueing.",
+            "Signal wake = client.signal committed in this process (a client, not the "
+            "owner; with Celery it sends weft.drive to the owner node's direct queue on "
+            "commit) → the resumed turn's terminal write (finished_at, stamped just before "
+            "its commit).",
+            "Timer wake = the sleep's Timer.fire_at → the woken turn's finished_at "
+            "(bench-sleeper: a sleep and nothing else, from benchmarks/workflows.py). "
+            f"The timers of one block are staggered {STAGGER_MS} ms apart so none waits "
+            "behind another; with Celery each sleep is an eta message sent by the turn "
+            "that parks (due within CELERY_ETA_HORIZON). A timer due less than "
+            f"{TIMER_GUARD_MS} ms after the last sleeper parked is dropped "
+            "(timer_wakes_dropped): it would time the parking turns' queue, not a wake.",
+            "Raw Celery baselines run on the same node after the weft samples: "
+            "bench.stamp (benchmarks/workflows.py) records the wall clock its body starts.",
             common.TWO_CORE_NOTE.format(nproc=os.cpu_count()),
         ],
         url=url,
@@ -323,30 +557,48 @@ def _cdf(ax: Any, values: list[float], label: str, **kw: Any) -> None:
 
 
 def _plot(
-    wakes: dict[str, list[float]],
-    firsts: dict[str, list[float]],
+    got: dict[str, dict[str, list[float]]],
     raw: list[float],
+    raw_celery: dict[str, list[float]],
     takeovers: list[float],
     floor_ms: int,
     bound_ms: int,
     publish: bool,
 ) -> str:
     plt = common.pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
+    labels = {
+        "notify": "LISTEN/NOTIFY",
+        "polling": "polling (--no-listen)",
+        "celery": "Celery node",
+    }
     ax = axes[0]
-    _cdf(ax, wakes["notify"], "signal wake, LISTEN/NOTIFY")
-    _cdf(ax, wakes["polling"], "signal wake, polling (--no-listen)")
+    for mode, kinds in got.items():
+        _cdf(ax, kinds["signal"], f"signal wake, {labels[mode]}")
     _cdf(ax, raw, "baseline: raw NOTIFY round trip", linestyle="--")
+    _cdf(ax, raw_celery["raw_celery"], "baseline: raw Celery round trip", linestyle="--")
+    if "celery" in got:
+        ax.axvline(CELERY_SIGNAL_TARGET_MS, color="red", linestyle=":", label="Celery p99 target")
     ax.set_xscale("log")
     ax.set_xlabel("ms (log)")
-    ax.set_title("signal → owner's turn committed")
+    ax.set_title("signal (non-owner client) → owner's turn committed")
     ax = axes[1]
-    _cdf(ax, firsts["notify"], "LISTEN/NOTIFY")
-    _cdf(ax, firsts["polling"], "polling (--no-listen)")
+    for mode, kinds in got.items():
+        if mode in TIMER_MODES:
+            _cdf(ax, kinds["timer"], f"timer wake, {labels[mode]}")
+    _cdf(ax, raw_celery["raw_celery_eta"], "baseline: raw Celery eta lateness", linestyle="--")
+    if "celery" in got:
+        ax.axvline(CELERY_TIMER_TARGET_MS, color="red", linestyle=":", label="Celery p99 target")
+    ax.set_xscale("log")
+    ax.set_xlabel("ms (log)")
+    ax.set_title("timer due → turn committed")
+    ax = axes[2]
+    for mode, kinds in got.items():
+        _cdf(ax, kinds["first"], labels[mode])
     ax.set_xscale("log")
     ax.set_xlabel("ms (log)")
     ax.set_title("client.start → first activity")
-    ax = axes[2]
+    ax = axes[3]
     _cdf(ax, [t / 1000 for t in takeovers], "takeover after SIGKILL")
     ax.axvline(floor_ms / 1000, color="grey", linestyle="--", label="TTL + 2 × renew")
     ax.axvline(bound_ms / 1000, color="red", linestyle=":", label="+ one scan (bound)")
@@ -356,7 +608,7 @@ def _plot(
         a.set_ylabel("fraction of samples")
         a.set_ylim(0, 1.02)
         a.grid(alpha=0.3, which="both")
-        a.legend(fontsize=8, loc="lower right")
+        a.legend(fontsize=7, loc="lower right")
     fig.suptitle("weft-django latency CDFs on PostgreSQL", y=1.03)
     path = common.publish_png(fig, "latency", publish)
     plt.close(fig)
@@ -364,7 +616,19 @@ def _plot(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return common.simple_main(run, __doc__, argv)
+    parser = common.size_parser(__doc__)
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"comma-separated subset of {','.join(MODES)} (default: all)",
+    )
+    args = parser.parse_args(argv)
+    modes = tuple(m for m in args.modes.split(",") if m)
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes: {', '.join(sorted(unknown))}")
+    common.emit(run(quick=not args.full, publish=not args.no_publish, modes=modes))
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""Smoke test of the benchmark scripts: one tiny Celery throughput case.
+
+Why: ``python -m benchmarks`` is never part of the suite (minutes long and
+noisy), so without this the scripts rot unnoticed. One configuration
+exercises most of the shared code — database set-up, the exact commit
+counter, pgbench, a real ``celery -A project worker`` node, the producer as
+a Celery web process, the JSON document — in about half a minute; the
+standalone-engine path is the same code minus the Celery parts.
+
+It runs on its own database (``weft_bench_smoke``, on the server of
+``DATABASE_URL``), its own Redis database (11) and writes its output to a
+temporary directory, so a real benchmark run is never disturbed. Nothing
+here asserts a duration.
+
+PostgreSQL only (``processes`` tier, deselected on the SQLite leg).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.processes]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SMOKE_DB = "weft_bench_smoke"
+SMOKE_BROKER = "redis://127.0.0.1:6379/11"
+
+
+def test_celery_throughput_smoke(tmp_path: Path) -> None:
+    from benchmarks.common import with_database
+
+    url = os.environ.get("DATABASE_URL", "")
+    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
+    env = dict(os.environ)
+    env.update(
+        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
+        WEFT_BENCH_BROKER=SMOKE_BROKER,
+        WEFT_BENCH_OUT=str(tmp_path),
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "benchmarks.throughput",
+        "--quick",
+        "--no-publish",
+        "--runs",
+        "3",
+        "--counts",
+        "1",
+        "--transport",
+        "celery",
+        "--no-peer",
+        "--pgbench-seconds",
+        "1",
+    ]
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    logs = "\n".join(
+        f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+        for p in sorted((tmp_path / "logs").glob("*.log"))
+    )
+    assert done.returncode == 0, f"{done.stderr[-5000:]}\n{logs}"
+
+    doc = json.loads((tmp_path / "throughput.json").read_text())
+    figures = doc["figures"]["1_celery_nodes"]
+    assert figures["runs"] == 3
+    assert figures["workflows_per_s"] > 0
+    assert figures["claim_attempts"]["acquired"] >= 3
+    assert doc["settings"]["transports"] == ["celery"]
+    assert doc["figures"]["commits_per_workflow_exact"]["write_commits"] > 0
+    assert "1_celery_nodes_vs_limit" in doc["ratio"]  # pgbench ran: the same-run baseline
+    assert set(doc["machine"]) >= {"nproc", "load_average_start", "load_average_end"}
+    assert doc["png"] and Path(doc["png"][0]).exists()
