@@ -456,3 +456,39 @@ def test_execution_timeout_cascades_to_children(weft_env):
     assert h.status() == "timed_out"
     assert latest("tr-par-to:0").status == "cancelled"
     assert _rotations("tr-par-to:0") == [("rotate", 2)]
+
+
+@workflow(name="two-ticks")
+def two_ticks(ctx, data):
+    first = yield ctx.run(tick, "first")
+    second = yield ctx.run(tick, "second")
+    return [first, second]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_engine_that_knows_its_claim_is_lost_runs_no_further_step(weft_env, monkeypatch):
+    """Renewal found the claim taken over between two steps: the next step is not
+    run (its result could never be recorded), and nothing more is written."""
+    from weft_django.engine.turn import Turn
+
+    registry = weft_env.engine.registry
+    real_commit = Turn.commit
+
+    def commit_then_lose(self, *args, **kwargs):
+        result = real_commit(self, *args, **kwargs)
+        # After the first step's commit: another engine took the claim over and
+        # this engine's renewal noticed (it forgets the claim).
+        WorkflowClaim.objects.filter(pk="lost-between-steps").update(
+            epoch=2, engine_id="engine-b", expires_at=10**13, claimed_at=10**12
+        )
+        registry.forget("lost-between-steps")
+        return result
+
+    monkeypatch.setattr(Turn, "commit", commit_then_lose)
+    client.start("two-ticks", None, workflow_id="lost-between-steps")
+    with pytest.warns(Warning, match="lost-between-steps"):
+        weft_env.run_until_idle()
+    assert (CALLS["first"], CALLS["second"]) == (1, 0)  # "second" never ran
+    run = latest("lost-between-steps")
+    assert run.status == "running"
+    assert [kind for kind, _ in journal(run)] == ["activity"]  # the first step only

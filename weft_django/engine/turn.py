@@ -48,6 +48,7 @@ from weft_django.errors import (
     ActivityError,
     ActivityErrorKind,
     ChildWorkflowError,
+    EngineDeposedError,
     PayloadError,
     UnknownWorkflowType,
     WorkflowTimeoutError,
@@ -68,6 +69,7 @@ from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.fold import ClaimFold, prepare_claim_fold
 from weft_django.transports import wake_hooks
 from weft_django.transports.notify import DONE_CHANNEL, WAKE_CHANNEL, notify_on_commit
+from weft_django.warnings import warn_claim_lost
 
 if TYPE_CHECKING:
     from weft_django.engine.engine import Engine
@@ -171,6 +173,24 @@ class Turn:
         if value is None:
             raise TurnAborted(self.run.workflow_id)
         return int(value)
+
+    def _still_owner(self) -> None:
+        """Before a step runs: stop if this engine already knows the claim is lost.
+
+        Renewal may find the claim gone while the turn is between steps (the
+        engine was paused or cut off). The step's result could never be
+        recorded — the fence would refuse it — so running it would only be a
+        duplicate execution under the next owner. A cheap in-memory check.
+        """
+        engine = self.engine
+        registry = engine.registry
+        if engine.ownership != "workflow-lease" or registry is None:
+            return
+        wid = self.run.workflow_id
+        if registry.current_epoch(wid) is None:
+            engine.metrics.record_claim_attempt("deposed")
+            warn_claim_lost(wid, engine_id=engine.engine_id, during="before-activity")
+            raise EngineDeposedError(wid)
 
     # -- committing --------------------------------------------------------------
     def commit(
@@ -362,6 +382,7 @@ class Turn:
             definition = get_activity(name)
         except LookupError as exc:
             return self._settle(leaf, error=ActivityError(name, str(exc), kind="non_retryable"))
+        self._still_owner()
         outcome = self.engine.run_activity(definition, args, kwargs)
         if outcome.ok:
             try:
