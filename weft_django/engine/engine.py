@@ -278,7 +278,8 @@ class Engine:
         key = str(run.pk)
         try:
             refresh_connections()
-            picked = self.maintenance.pick_up(run)
+            # A pickup still queued when dispose() began: leave the run pending.
+            picked = not self._stopping.is_set() and self.maintenance.pick_up(run)
         except Exception:
             logger.exception("pickup of run %s failed; it will be retried", key)
             connections[self.settings.database].close_if_unusable_or_obsolete()
@@ -288,6 +289,45 @@ class Engine:
             return
         with self._lock:
             self._inflight.discard(key)
+
+    def dispatch_reclaim(self, run_id: Any, workflow_id: str) -> bool:
+        """Take over a stale claim found by the reclaim scan, then drive its run.
+
+        With the pool running, the takeover happens on a turn thread and the
+        turn is queued after it: after a crash the survivors take over one
+        claim per transition, and doing the crashed engine's hundreds
+        serially on the maintenance thread pushed the last takeover past the
+        bound of issue #7. Inline, the takeover
+        happens now and the turn is queued; returns whether it was taken
+        (or, on the pool, handed to a turn thread).
+        """
+        if self._pool is None or self.dispatcher is not None:
+            if not self.maintenance.reclaim_one(workflow_id):
+                return False
+            self.dispatch(run_id, "inline-macrotask-drive")
+            return True
+        key = str(run_id)
+        with self._lock:
+            if key in self._inflight or self._stopping.is_set():
+                return False
+            self._inflight.add(key)
+        self._pool.submit(self._reclaim, key, workflow_id)
+        return True
+
+    def _reclaim(self, key: str, workflow_id: str) -> None:
+        try:
+            refresh_connections()
+            taken = not self._stopping.is_set() and self.maintenance.reclaim_one(workflow_id)
+        except Exception:
+            logger.exception("takeover of %s failed; it will be retried", workflow_id)
+            connections[self.settings.database].close_if_unusable_or_obsolete()
+            taken = False
+        with self._lock:
+            self._inflight.discard(key)
+        if taken:
+            # Queued behind the other takeovers, not run here: every stale claim
+            # is taken over first (in parallel), then the runs are driven.
+            self.dispatch(key, "inline-macrotask-drive")
 
     def _drive_and_clear(self, run_id: str, wake_kind: WakeKind | None, transport: str) -> None:
         self._adopted.keys = []

@@ -183,21 +183,29 @@ class Maintenance:
             .values_list("pk", "workflow_id")[:BATCH]
         )
         tracked = set(registry.tracked())
-        count = 0
-        for run_id, workflow_id in candidates:
-            if workflow_id in tracked:
-                continue
-            result = takeover_with_retries(registry, workflow_id)
-            status = result.status
-            how = "took over"
-            if status == "no-claim":  # released (e.g. a graceful shutdown): a plain acquire
-                status = registry.acquire(workflow_id).status
-                how = "acquired released"
-            if status == "acquired":
-                logger.info("engine %s %s %s", engine.engine_id, how, workflow_id)
-                engine.dispatch(run_id, "inline-macrotask-drive")
-                count += 1
-        return count
+        found = [(r, w) for r, w in candidates if w not in tracked]
+        if len(found) > 1 and engine.background:
+            start = random.randrange(len(found))  # engines scanning together collide less
+            found = found[start:] + found[:start]
+        return sum(
+            1 for run_id, workflow_id in found if engine.dispatch_reclaim(run_id, workflow_id)
+        )
+
+    def reclaim_one(self, workflow_id: str) -> bool:
+        """Take over ``workflow_id``'s expired claim (or acquire a released one)."""
+        engine = self.engine
+        registry = engine.registry
+        if registry is None:
+            return False
+        status = takeover_with_retries(registry, workflow_id).status
+        how = "took over"
+        if status == "no-claim":  # released (e.g. a graceful shutdown): a plain acquire
+            status = registry.acquire(workflow_id).status
+            how = "acquired released"
+        if status == "acquired":
+            logger.info("engine %s %s %s", engine.engine_id, how, workflow_id)
+            return True
+        return False
 
     def pick_up_pending(self) -> int:
         engine = self.engine
