@@ -174,7 +174,10 @@ class Insert:
 
     def apply(self, using: str) -> None:
         if self.absence is None:
-            self.instance.save(using=using, force_insert=True)
+            from weft_django.ownership.fast_sql import insert_row
+
+            if not insert_row(self.instance, using):
+                self.instance.save(using=using, force_insert=True)
             return
         try:
             with transaction.atomic(using=using):
@@ -203,7 +206,10 @@ class Update:
     values: dict[str, Any]
 
     def apply(self, using: str) -> None:
-        self.model._default_manager.using(using).filter(**self.filters).update(**self.values)
+        from weft_django.ownership.fast_sql import update_by_pk
+
+        if not update_by_pk(self.model, self.filters, self.values, using):
+            self.model._default_manager.using(using).filter(**self.filters).update(**self.values)
 
 
 @dataclass(frozen=True)
