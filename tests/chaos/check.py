@@ -154,6 +154,9 @@ def _events() -> dict[str, list[ClaimEvent]]:
     return grouped
 
 
+TERMINAL_REASONS = frozenset({"completed", "failed", "cancelled", "timed_out"})
+
+
 def _check_outcomes(
     result: Audit,
     started: dict[str, tuple[str, str]],
@@ -176,7 +179,14 @@ def _check_outcomes(
         elif final.result != expected_result(name, key):
             result.lost.append(f"{workflow_id}: wrong result {final.result!r}")
     for workflow_id, mine in by_id.items():
-        releases = sum(1 for e in events.get(workflow_id, []) if e.kind == "release")
+        # Terminal commits fold a release whose reason is the terminal status;
+        # other releases (shutdown, a stale reclaim handing a finished
+        # workflow's claim straight back) are not terminal commits.
+        releases = sum(
+            1
+            for e in events.get(workflow_id, [])
+            if e.kind == "release" and e.reason in TERMINAL_REASONS
+        )
         if releases > len(mine):
             result.terminal_twice.append(f"{workflow_id}: {releases} releases for {len(mine)} runs")
         live = [run.status for run in mine if not run.is_terminal]

@@ -492,3 +492,22 @@ def test_an_engine_that_knows_its_claim_is_lost_runs_no_further_step(weft_env, m
     run = latest("lost-between-steps")
     assert run.status == "running"
     assert [kind for kind, _ in journal(run)] == ["activity"]  # the first step only
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_reclaim_of_a_finished_workflow_does_not_keep_its_claim(weft_env):
+    """The reclaim scan read a run as running with a stale claim; by the time it
+    acts, another engine finished the run and released the claim. The acquire
+    that follows must not leave a claim held for a workflow with no live run."""
+    client.start("two-ticks", None, workflow_id="finished-meanwhile")
+    weft_env.run_until_idle()
+    assert latest("finished-meanwhile").status == "completed"
+    released_at = claim_epoch("finished-meanwhile")
+    assert not weft_env.engine.maintenance.reclaim_one("finished-meanwhile")
+    claim = WorkflowClaim.objects.get(pk="finished-meanwhile")
+    assert claim.engine_id is None  # not held
+    assert weft_env.engine.registry.tracked() == []
+    assert claim_events("finished-meanwhile")[-2:] == [
+        ("acquire", released_at + 1),
+        ("release", released_at + 1),
+    ]

@@ -202,10 +202,20 @@ class Maintenance:
         if status == "no-claim":  # released (e.g. a graceful shutdown): a plain acquire
             status = registry.acquire(workflow_id).status
             how = "acquired released"
-        if status == "acquired":
-            logger.info("engine %s %s %s", engine.engine_id, how, workflow_id)
-            return True
-        return False
+        if status != "acquired":
+            return False
+        # The scan's read may be stale: another engine may have taken the claim
+        # over, finished the run and released it since. A claim acquired for a
+        # workflow with no live run would be held (and renewed) for nothing,
+        # and left behind if this engine died (found by the chaos soak).
+        live = WorkflowRun.objects.using(self.db).filter(
+            workflow_id=workflow_id, status__in=("running", "parked")
+        )
+        if not live.exists():
+            registry.release(workflow_id)
+            return False
+        logger.info("engine %s %s %s", engine.engine_id, how, workflow_id)
+        return True
 
     def pick_up_pending(self) -> int:
         engine = self.engine

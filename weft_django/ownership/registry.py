@@ -21,7 +21,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from django.db import connections
 
@@ -419,11 +419,18 @@ def renew_exact_holders(using: str, holders: dict[str, HolderRecord], new_expire
     )
     connection = connections[using]
     if connection.vendor == "postgresql":
+        # Rows are locked in workflow-id order first (the batches' global lock
+        # order): an UPDATE … FROM locks in join order, and the chaos soak saw
+        # the renewal deadlock with batches and lose a pass (issue #8).
         sql = (
-            f"UPDATE {table} AS c SET expires_at = %s "
-            "FROM jsonb_to_recordset(%s::jsonb) AS v(w text, e bigint, g text, x bigint, c bigint) "
-            "WHERE c.workflow_id = v.w AND c.epoch = v.e AND c.engine_id = v.g "
-            "AND c.expires_at = v.x AND c.claimed_at = v.c RETURNING c.workflow_id"
+            "WITH locked AS (SELECT c.workflow_id FROM "
+            f"{table} AS c JOIN jsonb_to_recordset(%s::jsonb) "
+            "AS v(w text, e bigint, g text, x bigint, c bigint) "
+            "ON c.workflow_id = v.w AND c.epoch = v.e AND c.engine_id = v.g "
+            "AND c.expires_at = v.x AND c.claimed_at = v.c "
+            "ORDER BY c.workflow_id FOR UPDATE OF c) "
+            f"UPDATE {table} AS c SET expires_at = %s FROM locked "
+            "WHERE c.workflow_id = locked.workflow_id RETURNING c.workflow_id"
         )
         payload = json.dumps(
             [
@@ -439,22 +446,39 @@ def renew_exact_holders(using: str, holders: dict[str, HolderRecord], new_expire
             "json_extract(value, '$[2]'), json_extract(value, '$[3]'), "
             "json_extract(value, '$[4]') FROM json_each(%s)) RETURNING workflow_id"
         )
+    params: list[Any] = (
+        [payload, new_expires] if connection.vendor == "postgresql" else [new_expires, payload]
+    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [new_expires, payload])
+        cursor.execute(sql, params)
         return {row[0] for row in cursor.fetchall()}
 
 
 def renew_engine_rows(using: str, engine_id: str, new_expires: int) -> list[tuple[str, int, int]]:
     """Renew every holder row carrying ``engine_id``; returns (id, epoch, claimed_at)."""
     table = WorkflowClaim._meta.db_table
-    sql = (
-        f"UPDATE {table} SET expires_at = %s WHERE engine_id = %s "
-        # Only rows whose holder decodes: a corrupt row is never adopted or revived.
-        "AND epoch >= 1 AND epoch < %s AND expires_at >= 0 AND expires_at < %s "
-        "AND claimed_at >= 0 AND claimed_at < %s "
-        "RETURNING workflow_id, epoch, claimed_at"
+    # Only rows whose holder decodes: a corrupt row is never adopted or revived.
+    where = (
+        "engine_id = %s AND epoch >= 1 AND epoch < %s AND expires_at >= 0 "
+        "AND expires_at < %s AND claimed_at >= 0 AND claimed_at < %s"
     )
     limits = [MAX_EPOCH_EXCLUSIVE, MAX_TIMESTAMP_EXCLUSIVE, MAX_TIMESTAMP_EXCLUSIVE]
-    with connections[using].cursor() as cursor:
-        cursor.execute(sql, [new_expires, engine_id, *limits])
+    connection = connections[using]
+    if connection.vendor == "postgresql":  # lock in workflow-id order (see above)
+        sql = (
+            f"WITH locked AS (SELECT workflow_id FROM {table} WHERE {where} "
+            "ORDER BY workflow_id FOR UPDATE) "
+            f"UPDATE {table} AS c SET expires_at = %s FROM locked "
+            "WHERE c.workflow_id = locked.workflow_id "
+            "RETURNING c.workflow_id, c.epoch, c.claimed_at"
+        )
+        params: list[Any] = [engine_id, *limits, new_expires]
+    else:
+        sql = (
+            f"UPDATE {table} SET expires_at = %s WHERE {where} "
+            "RETURNING workflow_id, epoch, claimed_at"
+        )
+        params = [new_expires, engine_id, *limits]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
         return [(r[0], int(r[1]), int(r[2])) for r in cursor.fetchall()]

@@ -687,6 +687,15 @@ def _take_turn(engine: Engine, run_id: str, claimed_at: int | None) -> str:
             return "busy"
         cas = WorkflowRun.objects.using(db).filter(pk=run_id, status__in=DRIVING)
         cas = cas.filter(turn_pid__isnull=True) if pid is None else cas.filter(turn_pid=pid)
+        # The whole mark, not only the pid: a pickup re-stamps its own mark
+        # (same pid, fresh time) right after committing; a sibling that read
+        # the older stamp must not take the turn over (the chaos soak caught
+        # two pool processes driving one run this way).
+        cas = (
+            cas.filter(turn_started_at__isnull=True)
+            if started is None
+            else cas.filter(turn_started_at=started)
+        )
         if not cas.update(turn_pid=os.getpid(), turn_started_at=engine.now_ms()):
             return "busy"
         taken = True
