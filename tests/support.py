@@ -9,7 +9,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,32 @@ class ChildGroup:
         self.signal_group(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=self.reap_timeout_s)
+
+
+def wait_for(
+    what: str,
+    probe: Callable[[], Any],
+    *children: ChildGroup,
+    timeout: float = 30.0,
+    interval: float = 0.02,
+) -> Any:
+    """Poll ``probe`` until it returns something truthy; hang protection only.
+
+    Fails at once, with its log, if one of ``children`` exits meanwhile.
+    """
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        for child in children:
+            code = child.proc.poll()
+            if code is not None:
+                name = child.log_path.stem
+                pytest.fail(f"{name} exited {code} waiting for {what}:\n{child.log()}")
+        if time.monotonic() > deadline:
+            logs = "\n".join(f"--- {c.log_path.stem}\n{c.log()[-20_000:]}" for c in children)
+            pytest.fail(f"timed out waiting for {what}\n{logs}")
+        time.sleep(interval)

@@ -33,7 +33,7 @@ import pytest
 from celery import Celery
 
 import tests.celery.workflows  # noqa: F401  (registers the workflows in this process)
-from tests.support import ChildGroup, child_env, python
+from tests.support import ChildGroup, child_env, python, wait_for
 from weft_django.models import EngineRecord
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 
@@ -201,29 +201,6 @@ def workers() -> Iterator[list[CeleryWorker]]:
     finally:
         for worker in started:
             worker.kill()
-
-
-def wait_for(
-    what: str,
-    probe: Callable[[], Any],
-    *workers: CeleryWorker,
-    timeout: float = HANG_TIMEOUT_S,
-    interval: float = 0.05,
-) -> Any:
-    """Poll ``probe`` until truthy; fails at once (with its log) if a worker exited."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        for worker in workers:
-            code = worker.proc.poll()
-            if code is not None:
-                pytest.fail(f"{worker.node} exited {code} waiting for {what}:\n{worker.log()}")
-        if time.monotonic() > deadline:
-            logs = "\n".join(f"--- {w.node}\n{w.log()[-20000:]}" for w in workers)
-            pytest.fail(f"timed out waiting for {what}\n{logs}")
-        time.sleep(interval)
 
 
 def wakes(metrics: ClaimMetricsSnapshot, **labels: str) -> int:

@@ -18,15 +18,13 @@ import os
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import pytest
-
 from project.demo.models import SideEffect
-from tests.support import ChildGroup, child_env, python
+from tests.support import ChildGroup, child_env, python, wait_for
 from weft_django.models import ClaimEvent, EngineRecord, JournalEntry
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 
@@ -101,32 +99,6 @@ def process_cpu_seconds(pid: int) -> float | None:
 def kill_all(workers: Iterable[Worker]) -> None:
     for worker in workers:
         worker.kill()
-
-
-def wait_for(
-    what: str,
-    probe: Callable[[], Any],
-    *workers: Worker,
-    timeout: float = HANG_TIMEOUT_S,
-    interval: float = 0.02,
-) -> Any:
-    """Poll ``probe`` until it returns something truthy (bounded by ``timeout``).
-
-    Fails at once, with its log, if one of ``workers`` exits meanwhile.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        for worker in workers:
-            code = worker.proc.poll()
-            if code is not None:
-                pytest.fail(f"{worker.engine_id} exited {code} waiting for {what}:\n{worker.log()}")
-        if time.monotonic() > deadline:
-            logs = "\n".join(f"--- {w.engine_id}\n{w.log()[-20_000:]}" for w in workers)
-            pytest.fail(f"timed out waiting for {what}\n{logs}")
-        time.sleep(interval)
 
 
 # -- durable records -------------------------------------------------------------------

@@ -253,81 +253,76 @@ class Engine:
                 self._queue.append((key, wake_kind, transport))
 
     def dispatch_pickup(self, run: WorkflowRun) -> bool:
-        """Pick up a pending run and drive it.
+        """Pick up a pending run (claim acquire + pending→running), then drive it.
 
-        With the pool running, both happen on a turn thread: a pickup is a
-        claim acquire plus the pending→running write, and doing every pickup
-        serially on the maintenance thread capped how fast new runs started
-        (issue #7). Inline (``run_until_idle``), the pickup happens now and
-        the turn is queued; returns whether the run was picked up.
+        Doing every pickup serially on the maintenance thread capped how fast
+        new runs started (issue #7); on the pool, the turn follows the pickup
+        on the same thread. Returns whether it was picked up (or handed on).
         """
-        if self._pool is None or self.dispatcher is not None:
-            if not self.maintenance.pick_up(run):
-                return False
-            self.dispatch(run.pk, None)
-            return True
-        key = str(run.pk)
-        with self._lock:
-            if key in self._inflight or self._stopping.is_set():
-                return False
-            self._inflight.add(key)
-        self._pool.submit(self._pick_up_and_drive, run)
-        return True
-
-    def _pick_up_and_drive(self, run: WorkflowRun) -> None:
-        key = str(run.pk)
-        try:
-            refresh_connections()
-            # A pickup still queued when dispose() began: leave the run pending.
-            picked = not self._stopping.is_set() and self.maintenance.pick_up(run)
-        except Exception:
-            logger.exception("pickup of run %s failed; it will be retried", key)
-            connections[self.settings.database].close_if_unusable_or_obsolete()
-            picked = False
-        if picked:
-            self._drive_and_clear(key, None, "local")  # clears the in-flight mark
-            return
-        with self._lock:
-            self._inflight.discard(key)
+        return self._claim_then_drive(
+            str(run.pk), lambda: self.maintenance.pick_up(run), None, drive_here=True
+        )
 
     def dispatch_reclaim(self, run_id: Any, workflow_id: str) -> bool:
         """Take over a stale claim found by the reclaim scan, then drive its run.
 
-        With the pool running, the takeover happens on a turn thread and the
-        turn is queued after it: after a crash the survivors take over one
-        claim per transition, and doing the crashed engine's hundreds
-        serially on the maintenance thread pushed the last takeover past the
-        bound of issue #7. Inline, the takeover
-        happens now and the turn is queued; returns whether it was taken
-        (or, on the pool, handed to a turn thread).
+        After a crash the survivors take the dead engine's claims over one
+        transition each; done serially on the maintenance thread, the last
+        takeover missed the bound of issue #7. On the pool, the turn is
+        queued behind the other takeovers, so every claim is taken first.
+        """
+        return self._claim_then_drive(
+            str(run_id),
+            lambda: self.maintenance.reclaim_one(workflow_id),
+            "inline-macrotask-drive",
+            drive_here=False,
+        )
+
+    def _claim_then_drive(
+        self,
+        key: str,
+        claim: Callable[[], bool],
+        wake_kind: WakeKind | None,
+        *,
+        drive_here: bool,
+    ) -> bool:
+        """``claim`` a run for this engine, then drive it.
+
+        With the pool running, the claim happens on a turn thread (the run is
+        in flight from now on); then the turn runs there (``drive_here``) or
+        is queued. Inline (``run_until_idle``, a Celery node's dispatcher),
+        the claim happens now and the turn is dispatched.
         """
         if self._pool is None or self.dispatcher is not None:
-            if not self.maintenance.reclaim_one(workflow_id):
+            if not claim():
                 return False
-            self.dispatch(run_id, "inline-macrotask-drive")
+            self.dispatch(key, wake_kind)
             return True
-        key = str(run_id)
         with self._lock:
             if key in self._inflight or self._stopping.is_set():
                 return False
             self._inflight.add(key)
-        self._pool.submit(self._reclaim, key, workflow_id)
+        self._pool.submit(self._claim_on_pool, key, claim, wake_kind, drive_here)
         return True
 
-    def _reclaim(self, key: str, workflow_id: str) -> None:
+    def _claim_on_pool(
+        self, key: str, claim: Callable[[], bool], wake_kind: WakeKind | None, drive_here: bool
+    ) -> None:
         try:
             refresh_connections()
-            taken = not self._stopping.is_set() and self.maintenance.reclaim_one(workflow_id)
+            # Still queued when dispose() began: claim nothing.
+            claimed = not self._stopping.is_set() and claim()
         except Exception:
-            logger.exception("takeover of %s failed; it will be retried", workflow_id)
+            logger.exception("claiming run %s failed; it will be retried", key)
             connections[self.settings.database].close_if_unusable_or_obsolete()
-            taken = False
+            claimed = False
+        if claimed and drive_here:
+            self._drive_and_clear(key, wake_kind, "local")  # clears the in-flight mark
+            return
         with self._lock:
             self._inflight.discard(key)
-        if taken:
-            # Queued behind the other takeovers, not run here: every stale claim
-            # is taken over first (in parallel), then the runs are driven.
-            self.dispatch(key, "inline-macrotask-drive")
+        if claimed:
+            self.dispatch(key, wake_kind)
 
     def _drive_and_clear(self, run_id: str, wake_kind: WakeKind | None, transport: str) -> None:
         self._adopted.keys = []

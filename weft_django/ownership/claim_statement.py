@@ -98,20 +98,19 @@ def _event_fields() -> tuple[tuple[str, str], ...]:
 
 @functools.cache
 def _statement(upsert: bool, null_pattern: tuple[bool, ...] | None) -> str:
-    """The statement's SQL for one shape (built once: quoting showed in the profile).
+    """The statement's SQL for one shape (built once: building it showed in the profile).
 
     ``upsert``: the condition is met by a missing row (epoch 0, no holder).
     ``null_pattern``: for an ``exact`` holder, which of (engine_id, expires_at,
     claimed_at) must be NULL; ``None`` for ``any`` (epoch only).
     """
-    quote = connection_ops_quote
     holder_sql = ""
     if null_pattern is not None:
         for column, is_null in zip(
             ("engine_id", "expires_at", "claimed_at"), null_pattern, strict=True
         ):
             holder_sql += f" AND t.{column} IS NULL" if is_null else f" AND t.{column} = %s"
-    claim_table = quote(WorkflowClaim._meta.db_table)
+    claim_table = WorkflowClaim._meta.db_table  # unquoted, as in the registry's raw SQL
     if upsert:
         claim_sql = (
             f"INSERT INTO {claim_table} AS t "
@@ -127,15 +126,10 @@ def _statement(upsert: bool, null_pattern: tuple[bool, ...] | None) -> str:
             "expires_at = %s, claimed_at = %s "
             f"WHERE t.workflow_id = %s AND t.epoch = %s{holder_sql} RETURNING 1"
         )
-    columns = ", ".join(quote(column) for _, column in _event_fields())
+    columns = ", ".join(column for _, column in _event_fields())
     placeholders = ", ".join(["%s"] * len(_event_fields()))
-    event_table = quote(ClaimEvent._meta.db_table)
+    event_table = ClaimEvent._meta.db_table
     return (
         f"WITH c AS ({claim_sql}) INSERT INTO {event_table} ({columns}) "
         f"SELECT {placeholders} FROM c RETURNING id"
     )
-
-
-def connection_ops_quote(name: str) -> str:
-    """PostgreSQL identifier quoting (the only vendor this module runs on)."""
-    return '"' + name.replace('"', '""') + '"'
