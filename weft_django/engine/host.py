@@ -1,0 +1,72 @@
+"""``TurnHost``: the little a turn and the maintenance pass need from an engine.
+
+Why a Protocol: ``Turn`` and ``Maintenance`` are driven by ``Engine`` but
+must not import it (that was an import cycle). They depend on this
+protocol, which extends the claim protocol's ``OwnershipHost``; ``Engine``
+satisfies it, and a test may pass a small double.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from weft_django.ownership.host import OwnershipHost
+
+if TYPE_CHECKING:
+    from weft_django.engine.activities import ActivityOutcome
+    from weft_django.engine.definitions import ActivityDefinition
+    from weft_django.engine.scheduler import TurnScheduler
+    from weft_django.vocab import WakeKind, WakeTransport
+
+
+class TurnHost(OwnershipHost, Protocol):
+    """An engine as a turn and the maintenance pass see it."""
+
+    @property
+    def stopping(self) -> bool:
+        """``dispose()`` began (or the lease was lost): stop at the next checkpoint."""
+        ...
+
+    @property
+    def halted(self) -> bool: ...
+
+    @property
+    def booted(self) -> bool: ...
+
+    @property
+    def scheduler(self) -> TurnScheduler: ...
+
+    @property
+    def parked_commands(self) -> dict[str, int]:
+        """run id -> leaf commands its body had yielded when this engine last parked it."""
+        ...
+
+    def epoch_for(self, workflow_id: str) -> int: ...
+
+    def dispatch(
+        self, run_id: Any, wake_kind: WakeKind | None, transport: WakeTransport = "local"
+    ) -> None: ...
+
+    def dispatch_pickup(self, run: Any) -> bool: ...
+
+    def dispatch_reclaim(self, run_id: Any, workflow_id: str) -> bool: ...
+
+    def adopt_inflight(self, run_id: Any) -> None: ...
+
+    def run_activity(
+        self, definition: ActivityDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> ActivityOutcome: ...
+
+    def heartbeat(self) -> None: ...
+
+    def drive(
+        self,
+        run_id: Any,
+        wake_kind: WakeKind | None = None,
+        *,
+        expected_epoch: int | None = None,
+        transport: WakeTransport = "local",
+    ) -> str | None: ...
+
+
+__all__ = ["TurnHost"]

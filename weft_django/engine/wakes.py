@@ -1,0 +1,214 @@
+"""Wakes: the runtime's one seam for "a committed write made a run runnable".
+
+Why this module exists: every write that makes a run runnable (a start, a
+resume or retry, a signal, an async-activity completion, a child's end) and
+every finished run must reach whoever waits for it -- an engine LISTENing on
+PostgreSQL, the owner's Celery queue, a caller blocked in
+``WorkflowHandle.result()``. The runtime makes exactly **one** call for
+that, ``announce(Wake(...))``, inside the writing transaction; each
+installed ``WakeBackend`` gets ``deliver(wake)`` once that transaction
+commits (``transaction.on_commit``), so a rolled-back write wakes nobody and
+a committed one is visible to whoever the wake reaches.
+
+Backends are chosen the way Django chooses cache and email backends: the
+``WEFT["WAKE_BACKENDS"]`` setting lists dotted paths, instantiated once
+(``apps.ready()`` installs them), and code that owns a transport installs its
+backend at run time (``weft_django.celery.install(app)`` installs the Celery
+one). Polling is not a backend: it is the engine's own backstop, always on.
+A backend that fails is logged and swallowed -- the durable rows stay the
+truth and polling finds what a lost wake missed.
+
+The runtime imports no transport: transports import this module and
+implement ``WakeBackend``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from django.core.checks import CheckMessage
+from django.db import transaction
+
+from weft_django.vocab import PICKUP_EVENTS, WakeEvent
+
+logger = logging.getLogger("weft_django.wakes")
+
+WakeSubject = WakeEvent | Literal["finished"]
+"""What a wake announces: one of the wake events, or ``"finished"`` (a run
+reached a terminal or suspended status; callers waiting for a result care)."""
+
+
+@dataclass(frozen=True)
+class Wake:
+    """One committed write that should wake ``run_id`` (or its waiters)."""
+
+    event: WakeSubject
+    run_id: str
+    using: str
+    workflow_id: str | None = None
+    #: A delayed start's time (engine-clock ms), for ``start``.
+    start_at: int | None = None
+
+    @property
+    def is_pickup(self) -> bool:
+        """The run is ``pending``: any engine may pick it up."""
+        return self.event in PICKUP_EVENTS
+
+
+class Listening:
+    """A running ``listen()``: ``stop()`` ends it (idempotent)."""
+
+    def stop(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class WakeBackend:
+    """How a committed wake reaches engines and waiters (base class).
+
+    Capability flags say what a backend can do, as ``django.tasks`` backends
+    do: ``supports_listen`` (an engine can block on ``listen()`` instead of
+    waiting out its poll interval), ``supports_wait_done`` (a caller can
+    block on ``wait_done()`` for a run to finish). A backend that cannot do
+    either is still useful: it delivers (the Celery backend sends a message
+    to the owner's queue).
+    """
+
+    #: A short name for logs and checks.
+    name: ClassVar[str] = "base"
+    supports_listen: ClassVar[bool] = False
+    supports_wait_done: ClassVar[bool] = False
+
+    def deliver(self, wake: Wake) -> None:
+        """Send ``wake`` on; called after the announcing transaction committed."""
+        raise NotImplementedError
+
+    def available(self, using: str) -> bool:
+        """Whether this backend works for database alias ``using`` (e.g. NOTIFY
+        needs PostgreSQL). ``deliver``/``listen``/``wait_done`` are only called
+        when this is true."""
+        return True
+
+    def listen(self, using: str, on_wake: Callable[[], None]) -> Listening | None:
+        """Call ``on_wake()`` whenever a wake may concern an engine; ``None``
+        when this backend cannot listen."""
+        return None
+
+    def wait_done(self, using: str, run_id: str, timeout: float) -> bool:
+        """Block up to ``timeout`` s for ``run_id`` to be announced finished.
+        ``False`` on timeout (or when unsupported: the caller polls)."""
+        return False
+
+    def check(self) -> list[CheckMessage]:
+        """System-check messages about this backend's configuration."""
+        return []
+
+
+class WakeBackends:
+    """The installed backends of this process (one object owns the list)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._backends: list[WakeBackend] = []
+
+    def install(self, backend: WakeBackend) -> WakeBackend:
+        """Add ``backend`` (idempotent by identity, and by class for a second
+        instance of the same class: the first one stays)."""
+        with self._lock:
+            if not any(b is backend or type(b) is type(backend) for b in self._backends):
+                self._backends.append(backend)
+            return next(b for b in self._backends if type(b) is type(backend))
+
+    def uninstall(self, backend_or_class: WakeBackend | type[WakeBackend]) -> None:
+        with self._lock:
+            self._backends = [
+                b
+                for b in self._backends
+                if not (b is backend_or_class or type(b) is backend_or_class)
+            ]
+
+    def all(self) -> tuple[WakeBackend, ...]:
+        with self._lock:
+            return tuple(self._backends)
+
+    def for_alias(self, using: str) -> tuple[WakeBackend, ...]:
+        return tuple(b for b in self.all() if _available(b, using))
+
+    def deliver_now(self, wake: Wake) -> None:
+        """Deliver ``wake`` to every backend (errors logged, never raised)."""
+        for backend in self.for_alias(wake.using):
+            try:
+                backend.deliver(wake)
+            except Exception:  # a lost wake costs one polling interval, never correctness
+                logger.warning(
+                    "wake backend %s failed for %s of run %s",
+                    backend.name,
+                    wake.event,
+                    wake.run_id,
+                    exc_info=True,
+                )
+
+    def listen(self, using: str, on_wake: Callable[[], None]) -> list[Listening]:
+        handles = []
+        for backend in self.for_alias(using):
+            if backend.supports_listen:
+                handle = backend.listen(using, on_wake)
+                if handle is not None:
+                    handles.append(handle)
+        return handles
+
+    def wait_done(self, using: str, run_id: str, timeout: float) -> bool | None:
+        """Block on the first backend that supports it; ``None`` when none does."""
+        for backend in self.for_alias(using):
+            if backend.supports_wait_done:
+                return backend.wait_done(using, run_id, timeout)
+        return None
+
+
+def _available(backend: WakeBackend, using: str) -> bool:
+    try:
+        return backend.available(using)
+    except Exception:
+        logger.warning("wake backend %s: availability check failed", backend.name, exc_info=True)
+        return False
+
+
+backends = WakeBackends()
+"""This process's installed wake backends."""
+
+
+def announce(wake: Wake) -> None:
+    """THE post-commit call: deliver ``wake`` once the current transaction of
+    ``wake.using`` commits (at once outside a transaction)."""
+    if not backends.for_alias(wake.using):
+        return
+    transaction.on_commit(lambda: backends.deliver_now(wake), using=wake.using)
+
+
+def announce_event(
+    event: WakeSubject,
+    run_id: Any,
+    using: str,
+    *,
+    workflow_id: str | None = None,
+    start_at: int | None = None,
+) -> None:
+    """``announce(Wake(...))`` for a run id that may be ``None`` (nothing to wake)."""
+    if run_id is None:
+        return
+    announce(Wake(event, str(run_id), using, workflow_id, start_at))
+
+
+__all__ = [
+    "Listening",
+    "Wake",
+    "WakeBackend",
+    "WakeBackends",
+    "WakeSubject",
+    "announce",
+    "announce_event",
+    "backends",
+]

@@ -1,0 +1,43 @@
+"""The one grammar of workflow ids and async-activity tokens (SPEC §2).
+
+Why one module: the id grammar was written six times (client, serializers,
+URL converters) and the token grammar twice; a change to one copy would let
+the API accept an id the client refuses. Everything validates through here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+WORKFLOW_ID_CHARS: Final = r"[A-Za-z0-9._:@-]{1,200}"
+"""The workflow-id grammar without anchors (URL converters embed it)."""
+WORKFLOW_ID_RE: Final = re.compile(rf"^{WORKFLOW_ID_CHARS}$")
+WORKFLOW_ID_HELP: Final = "[A-Za-z0-9._:@-]{1,200}"
+
+TOKEN_CHARS: Final = r"[A-Za-z0-9._~-]{1,512}"
+"""The async-activity token grammar as it may appear in a URL path."""
+TOKEN_RE: Final = re.compile(rf"^{TOKEN_CHARS}$")
+
+
+def is_workflow_id(value: object) -> bool:
+    return isinstance(value, str) and WORKFLOW_ID_RE.match(value) is not None
+
+
+def validate_workflow_id(value: object) -> str:
+    """Return ``value`` when it is a valid workflow id, else raise ``ValueError`` naming it."""
+    if not is_workflow_id(value):
+        raise ValueError(f"workflow_id {value!r} must match {WORKFLOW_ID_HELP}")
+    assert isinstance(value, str)
+    return value
+
+
+__all__ = [
+    "TOKEN_CHARS",
+    "TOKEN_RE",
+    "WORKFLOW_ID_CHARS",
+    "WORKFLOW_ID_HELP",
+    "WORKFLOW_ID_RE",
+    "is_workflow_id",
+    "validate_workflow_id",
+]

@@ -1,0 +1,78 @@
+"""Closed vocabularies with no other home: wake kinds, wake events, wake
+transports, timer kinds, claim-attempt outcomes, lease-lost reasons.
+
+Why one module with no imports: each of these names a metric label, a
+warning field or a message field, so a copy that drifts silently breaks a
+dashboard or an alert. Statuses of stored rows live on the models as
+``TextChoices`` (``models.RunStatus``); everything else is here, and every
+layer may import it.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+WakeKind = Literal[
+    "sleep",
+    "wait-condition",
+    "signal",
+    "async-activity",
+    "child-completion",
+    "inline-macrotask-drive",
+]
+WAKE_KINDS: Final[tuple[WakeKind, ...]] = get_args(WakeKind)
+"""weft's six wake kinds, in weft's order (SPEC §4.7): why the guard is asked."""
+
+WakeEvent = Literal["start", "resume", "retry", "signal", "async-activity", "child-completion"]
+WAKE_EVENTS: Final[tuple[WakeEvent, ...]] = get_args(WakeEvent)
+"""The committed writes that make a run runnable: what a wake announces."""
+
+PICKUP_EVENTS: Final[frozenset[WakeEvent]] = frozenset({"start", "resume", "retry"})
+"""Events that make a ``pending`` run (any engine may pick it up); the others
+wake a run its owner must drive."""
+
+WakeTransport = Literal["polling", "notify", "celery", "local"]
+WAKE_TRANSPORTS: Final[tuple[WakeTransport, ...]] = get_args(WakeTransport)
+"""How a wake reached the guard (a metric label)."""
+
+TimerKind = Literal["sleep", "timeout", "retry"]
+TIMER_KINDS: Final[tuple[TimerKind, ...]] = get_args(TimerKind)
+
+TIMER_WAKE_KIND: Final[dict[str, WakeKind]] = {
+    "sleep": "sleep",
+    # A timed-out wait: a signal wait's or an async activity's deadline. weft
+    # names every deadline of a wait "wait-condition".
+    "timeout": "wait-condition",
+    "retry": "inline-macrotask-drive",
+}
+"""The wake kind a due timer of each kind asks the guard with."""
+
+ClaimAttemptOutcome = Literal["acquired", "takeover", "lost_race", "deposed", "backoff_skipped"]
+
+LeaseLostReason = Literal["deposed", "renewal-unconfirmable"]
+LEASE_LOST_REASONS: Final[tuple[LeaseLostReason, ...]] = get_args(LeaseLostReason)
+"""Why the global lease was reported lost: fenced out, or a renewal that could
+not be confirmed (transient; the engine does not halt for it)."""
+
+
+def timer_wake_kind(kind: str) -> WakeKind:
+    """The wake kind for a due timer of ``kind`` (unknown kinds: a plain drive)."""
+    return TIMER_WAKE_KIND.get(kind, "inline-macrotask-drive")
+
+
+__all__ = [
+    "LEASE_LOST_REASONS",
+    "PICKUP_EVENTS",
+    "TIMER_KINDS",
+    "TIMER_WAKE_KIND",
+    "WAKE_EVENTS",
+    "WAKE_KINDS",
+    "WAKE_TRANSPORTS",
+    "ClaimAttemptOutcome",
+    "LeaseLostReason",
+    "TimerKind",
+    "WakeEvent",
+    "WakeKind",
+    "WakeTransport",
+    "timer_wake_kind",
+]
