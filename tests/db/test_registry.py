@@ -16,7 +16,6 @@ Invariants protected:
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 
 import pytest
@@ -24,6 +23,7 @@ from django.db import DatabaseError, connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from tests.support import ManualClock, StaticHost
+from weft_django import db as store
 from weft_django.models import ClaimEvent, WorkflowClaim, WorkflowRun
 from weft_django.ownership import registry as registry_module
 from weft_django.ownership.batch import RunCondition, Update, conditional_batch
@@ -350,7 +350,7 @@ def test_database_error_during_renewal_propagates_and_keeps_the_claims(
     def broken(*args, **kwargs):
         raise DatabaseError("connection lost")
 
-    monkeypatch.setattr(registry_module, "renew_exact_holders", broken)
+    monkeypatch.setattr(store.ops(reg.using), "renew_exact_holders", broken)
     clock.advance(1_000)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -487,20 +487,14 @@ def test_release_waits_for_an_in_flight_renewal(clock: ManualClock) -> None:
         finally:
             connections.close_all()
 
-    reg._renew_lock.acquire()  # a renewal pass is in flight
     worker = threading.Thread(target=release_in_thread)
-    try:
+    with reg.renewal.renewal_pass():  # a renewal pass is in flight
         worker.start()
-        deadline = time.monotonic() + 5
-        while "wf" not in reg._releasing and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert "wf" in reg._releasing
-        worker.join(timeout=0.3)
-        assert worker.is_alive(), "release must wait for the renewal pass"
+        # Observe the release blocked on the pass itself, not a slow thread.
+        assert reg.renewal.wait_for_waiters(1, timeout=10), "release must wait for the pass"
+        assert reg.is_releasing("wf")
         assert results == []
         assert _row("wf").engine_id == "engine-a"
-    finally:
-        reg._renew_lock.release()
     worker.join(timeout=10)
     assert not worker.is_alive()
     assert [r.status for r in results] == ["released"]
@@ -515,7 +509,8 @@ def test_release_racing_a_renewal_uses_the_renewed_holder(
     reg = _registry("engine-a", clock)
     reg.acquire("wf")
     clock.advance(2_000)
-    real_renew = registry_module.renew_exact_holders
+    vendor = store.ops(reg.using)
+    real_renew = vendor.renew_exact_holders
     results = []
 
     def release_in_thread() -> None:
@@ -528,12 +523,10 @@ def test_release_racing_a_renewal_uses_the_renewed_holder(
 
     def renew_while_release_starts(*args, **kwargs):
         worker.start()
-        deadline = time.monotonic() + 5
-        while "wf" not in reg._releasing and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert reg.renewal.wait_for_waiters(1, timeout=10)  # the release waits for this pass
         return real_renew(*args, **kwargs)
 
-    monkeypatch.setattr(registry_module, "renew_exact_holders", renew_while_release_starts)
+    monkeypatch.setattr(vendor, "renew_exact_holders", renew_while_release_starts)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outcomes = reg.renew_all()
@@ -733,12 +726,12 @@ def test_engine_scope_adopts_rows_acquired_by_a_sibling_process(clock: ManualClo
 def test_engine_scope_release_during_a_renewal_is_not_held(clock: ManualClock) -> None:
     node = _registry("node-1", clock, renew_scope="engine")
     node.acquire("wf")
-    node._releasing.add("wf")
-    try:
-        assert [(o.workflow_id, o.status) for o in node.renew_all()] == [("wf", "not-held")]
-        assert node.tracked() == ["wf"]
-    finally:
-        node._releasing.discard("wf")
+    assert node.prepare_release("wf") is not None  # a release under way
+    assert node.is_releasing("wf")
+    assert [(o.workflow_id, o.status) for o in node.renew_all()] == [("wf", "not-held")]
+    assert node.tracked() == ["wf"]
+    node.finish_release("wf", committed=False)
+    assert not node.is_releasing("wf")
 
 
 def test_engine_scope_a_sibling_release_or_reacquire_is_not_a_loss(clock: ManualClock) -> None:

@@ -1,11 +1,20 @@
 """The claim protocol of SPEC §4 — fenced per-workflow ownership.
 
-This package depends on the models, the settings and a clock, never on the
-workflow runtime above it: the engine is seen through the small
-``OwnershipHost`` protocol (``host.py``). Read it top to bottom:
-``codec`` → ``transitions`` (pure) → ``batch`` (the one executor) →
-``registry`` / ``cooldown`` → ``fence`` / ``fold`` / ``guard`` → ``gates`` →
-``lease`` → ``metrics``.
+This package is the protocol and only the protocol. It depends on the
+models, the settings, the vocabulary and the vendor seam ``weft_django.db``
+(where every database-specific statement lives), never on the workflow
+runtime above it: the engine is seen through the small ``OwnershipHost``
+protocol (``host.py``). Read it top to bottom:
+
+``codec`` (fail-closed decoding) → ``ops`` (conditions and writes, as data)
+→ ``transitions`` (pure builders) → ``batch`` (the one executor) →
+``cooldown`` / ``results`` / ``renewal_gate`` → ``registry`` (the claim
+book) → ``fence`` (the one fenced commit) → ``fold`` (acquire with the
+enabling write) → ``guard`` (the wake guard) → ``gates`` (start-up) →
+``lease`` (store-wide mode) → ``metrics``.
+
+``fast_sql`` and ``claim_statement`` are import shims for code that used
+them before they moved to ``weft_django.db``.
 """
 
 from weft_django.conf import WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER

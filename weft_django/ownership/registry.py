@@ -17,15 +17,13 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from django.db import connections
-
+from weft_django import db as store
 from weft_django.models import WorkflowClaim
+from weft_django.ownership import TAKEOVER_MAX_ATTEMPTS
 from weft_django.ownership.batch import conditional_batch
 from weft_django.ownership.codec import (
     MAX_EPOCH_EXCLUSIVE,
@@ -35,6 +33,14 @@ from weft_django.ownership.codec import (
 )
 from weft_django.ownership.cooldown import TakeoverCooldown
 from weft_django.ownership.metrics import ClaimMetrics
+from weft_django.ownership.renewal_gate import RenewalGate
+from weft_django.ownership.results import (
+    AcquirePreparation,
+    AcquireResult,
+    ReleaseResult,
+    RenewOutcome,
+    TakeoverResult,
+)
 from weft_django.ownership.transitions import (
     ClaimSnapshot,
     Transition,
@@ -46,48 +52,6 @@ from weft_django.ownership.transitions import (
 from weft_django.warnings import warn_claim_lost
 
 RenewScope = Literal["held", "engine"]
-
-_READ_SQL = (
-    "SELECT epoch, engine_id, expires_at, claimed_at FROM "
-    f"{WorkflowClaim._meta.db_table} WHERE workflow_id = %s"
-)
-
-
-@dataclass(frozen=True)
-class AcquireResult:
-    status: Literal["acquired", "lost-race"]
-    workflow_id: str
-    epoch: int | None = None
-    held_by: str | None = None
-
-
-@dataclass(frozen=True)
-class TakeoverResult:
-    status: Literal["acquired", "backoff-skipped", "no-claim", "not-expired", "lost-race"]
-    workflow_id: str
-    epoch: int | None = None
-    held_by: str | None = None
-    expires_at: int | None = None
-
-
-@dataclass(frozen=True)
-class RenewOutcome:
-    workflow_id: str
-    status: Literal["renewed", "lost", "not-held"]
-
-
-@dataclass(frozen=True)
-class ReleaseResult:
-    status: Literal["released", "lost-race", "not-held"]
-    workflow_id: str
-
-
-@dataclass(frozen=True)
-class AcquirePreparation:
-    """A fresh read turned into acquire conditions and writes; never reused."""
-
-    workflow_id: str
-    transition: Transition
 
 
 class ClaimRegistry:
@@ -115,15 +79,13 @@ class ClaimRegistry:
         self._claims: dict[str, HolderRecord] = {}
         self._releasing: set[str] = set()
         self._lock = threading.RLock()
-        self._renew_lock = threading.Lock()
+        #: Renewal passes hold it; a release waits on it (see ``renewal_gate``).
+        self.renewal = RenewalGate()
 
     # -- reads ---------------------------------------------------------------
     def read(self, workflow_id: str) -> ClaimSnapshot:
         """A fresh, unlocked read of the claim row (missing row = never claimed)."""
-        # Raw SQL: the ORM's query compilation was half of a claim cycle's CPU.
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(_READ_SQL, [workflow_id])
-            row = cursor.fetchone()
+        row = store.ops(self.using).read_claim(self.using, workflow_id)
         if row is None:
             return ClaimSnapshot(workflow_id)
         return ClaimSnapshot(workflow_id, *row)
@@ -140,6 +102,11 @@ class ClaimRegistry:
     def tracked(self) -> list[str]:
         with self._lock:
             return list(self._claims)
+
+    def is_releasing(self, workflow_id: str) -> bool:
+        """A release (or a prepared release) of ``workflow_id`` is under way."""
+        with self._lock:
+            return workflow_id in self._releasing
 
     def _held_by(self, workflow_id: str) -> str | None:
         holder = self.read(workflow_id).holder
@@ -225,22 +192,23 @@ class ClaimRegistry:
     # -- renew ---------------------------------------------------------------
     def renew_all(self) -> list[RenewOutcome]:
         """Renew every held claim in one statement; a database error propagates."""
-        with self._renew_lock:
+        with self.renewal.renewal_pass():
             if self.renew_scope == "engine":
                 return self._renew_engine_scope()
             with self._lock:
-                snapshot = {wid: h for wid, h in self._claims.items() if wid not in self._releasing}
+                held = {wid: h for wid, h in self._claims.items() if wid not in self._releasing}
                 outcomes: list[RenewOutcome] = [
                     RenewOutcome(wid, "not-held") for wid in self._claims if wid in self._releasing
                 ]
-            if not snapshot:
+            if not held:
                 return outcomes
             now = self.clock()
             new_expires = now + self.claim_ttl_ms
-            renewed = renew_exact_holders(self.using, snapshot, new_expires)
+            rows = [(w, h.epoch, h.engine_id, h.expires_at, h.claimed_at) for w, h in held.items()]
+            renewed = store.ops(self.using).renew_exact_holders(self.using, rows, new_expires)
             lost: list[str] = []
             with self._lock:
-                for wid, old in snapshot.items():
+                for wid, old in held.items():
                     current = self._claims.get(wid)
                     if current is not old:
                         outcomes.append(RenewOutcome(wid, "not-held"))
@@ -259,13 +227,20 @@ class ClaimRegistry:
                         outcomes.append(RenewOutcome(wid, "lost"))
                 self.metrics.set_active_claims(len(self._claims))
             for wid in lost:
-                self._record_loss(wid, now, snapshot[wid].epoch)
+                self._record_loss(wid, now, held[wid].epoch)
             return outcomes
 
     def _renew_engine_scope(self) -> list[RenewOutcome]:
         now = self.clock()
         new_expires = now + self.claim_ttl_ms
-        rows = renew_engine_rows(self.using, self.engine_id, new_expires)
+        # Only rows whose holder decodes: a corrupt row is never adopted or revived.
+        rows = store.ops(self.using).renew_engine_rows(
+            self.using,
+            self.engine_id,
+            new_expires,
+            epoch_limit=MAX_EPOCH_EXCLUSIVE,
+            timestamp_limit=MAX_TIMESTAMP_EXCLUSIVE,
+        )
         outcomes: list[RenewOutcome] = []
         lost: list[tuple[str, int]] = []
         with self._lock:
@@ -340,8 +315,7 @@ class ClaimRegistry:
         with self._lock:
             self._releasing.add(workflow_id)
         try:
-            with self._renew_lock:  # wait for an in-flight renewal pass
-                pass
+            self.renewal.wait_idle()
             with self._lock:
                 holder = self._claims.get(workflow_id)
             if holder is None or (expected_epoch is not None and holder.epoch != expected_epoch):
@@ -400,8 +374,6 @@ def takeover_with_retries(
     registry: ClaimRegistry, workflow_id: str, max_attempts: int | None = None
 ) -> TakeoverResult:
     """Retry a lost takeover CAS with a fresh read, at most ``TAKEOVER_MAX_ATTEMPTS``."""
-    from weft_django.ownership import TAKEOVER_MAX_ATTEMPTS
-
     attempts = max_attempts or TAKEOVER_MAX_ATTEMPTS
     result = TakeoverResult("lost-race", workflow_id)
     for _ in range(attempts):
@@ -411,74 +383,13 @@ def takeover_with_retries(
     return result
 
 
-def renew_exact_holders(using: str, holders: dict[str, HolderRecord], new_expires: int) -> set[str]:
-    """One ``UPDATE … RETURNING`` renewing rows that still carry the exact holder."""
-    table = WorkflowClaim._meta.db_table
-    payload = json.dumps(
-        [[wid, h.epoch, h.engine_id, h.expires_at, h.claimed_at] for wid, h in holders.items()]
-    )
-    connection = connections[using]
-    if connection.vendor == "postgresql":
-        # Rows are locked in workflow-id order first (the batches' global lock
-        # order): an UPDATE … FROM locks in join order, and the chaos soak saw
-        # the renewal deadlock with batches and lose a pass (issue #8).
-        sql = (
-            "WITH locked AS (SELECT c.workflow_id FROM "
-            f"{table} AS c JOIN jsonb_to_recordset(%s::jsonb) "
-            "AS v(w text, e bigint, g text, x bigint, c bigint) "
-            "ON c.workflow_id = v.w AND c.epoch = v.e AND c.engine_id = v.g "
-            "AND c.expires_at = v.x AND c.claimed_at = v.c "
-            "ORDER BY c.workflow_id FOR UPDATE OF c) "
-            f"UPDATE {table} AS c SET expires_at = %s FROM locked "
-            "WHERE c.workflow_id = locked.workflow_id RETURNING c.workflow_id"
-        )
-        payload = json.dumps(
-            [
-                {"w": wid, "e": h.epoch, "g": h.engine_id, "x": h.expires_at, "c": h.claimed_at}
-                for wid, h in holders.items()
-            ]
-        )
-    else:
-        sql = (
-            f"UPDATE {table} SET expires_at = %s WHERE "
-            "(workflow_id, epoch, engine_id, expires_at, claimed_at) IN ("
-            "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), "
-            "json_extract(value, '$[2]'), json_extract(value, '$[3]'), "
-            "json_extract(value, '$[4]') FROM json_each(%s)) RETURNING workflow_id"
-        )
-    params: list[Any] = (
-        [payload, new_expires] if connection.vendor == "postgresql" else [new_expires, payload]
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {row[0] for row in cursor.fetchall()}
-
-
-def renew_engine_rows(using: str, engine_id: str, new_expires: int) -> list[tuple[str, int, int]]:
-    """Renew every holder row carrying ``engine_id``; returns (id, epoch, claimed_at)."""
-    table = WorkflowClaim._meta.db_table
-    # Only rows whose holder decodes: a corrupt row is never adopted or revived.
-    where = (
-        "engine_id = %s AND epoch >= 1 AND epoch < %s AND expires_at >= 0 "
-        "AND expires_at < %s AND claimed_at >= 0 AND claimed_at < %s"
-    )
-    limits = [MAX_EPOCH_EXCLUSIVE, MAX_TIMESTAMP_EXCLUSIVE, MAX_TIMESTAMP_EXCLUSIVE]
-    connection = connections[using]
-    if connection.vendor == "postgresql":  # lock in workflow-id order (see above)
-        sql = (
-            f"WITH locked AS (SELECT workflow_id FROM {table} WHERE {where} "
-            "ORDER BY workflow_id FOR UPDATE) "
-            f"UPDATE {table} AS c SET expires_at = %s FROM locked "
-            "WHERE c.workflow_id = locked.workflow_id "
-            "RETURNING c.workflow_id, c.epoch, c.claimed_at"
-        )
-        params: list[Any] = [engine_id, *limits, new_expires]
-    else:
-        sql = (
-            f"UPDATE {table} SET expires_at = %s WHERE {where} "
-            "RETURNING workflow_id, epoch, claimed_at"
-        )
-        params = [new_expires, engine_id, *limits]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(r[0], int(r[1]), int(r[2])) for r in cursor.fetchall()]
+__all__ = [
+    "AcquirePreparation",
+    "AcquireResult",
+    "ClaimRegistry",
+    "ReleaseResult",
+    "RenewOutcome",
+    "RenewScope",
+    "TakeoverResult",
+    "takeover_with_retries",
+]

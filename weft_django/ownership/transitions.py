@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from weft_django.models import ClaimEvent
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
-from weft_django.ownership.batch import (
+from weft_django.ownership.codec import (
+    MAX_EPOCH_EXCLUSIVE,
+    HolderRecord,
+    decode_holder_row,
+    holder_row_absent,
+)
+from weft_django.ownership.ops import (
     ABSENT_HOLDER,
     ClaimCondition,
     Condition,
@@ -21,12 +27,6 @@ from weft_django.ownership.batch import (
     Insert,
     PutClaim,
     Write,
-)
-from weft_django.ownership.codec import (
-    MAX_EPOCH_EXCLUSIVE,
-    HolderRecord,
-    decode_holder_row,
-    holder_row_absent,
 )
 
 
