@@ -422,7 +422,7 @@ class ClaimProtocolMachine(RuleBasedStateMachine):
         if row.holder is None and row.epoch == pending.read_epoch:
             assert result.status == "committed"
             assert self._shape(fresh) == [("acquire", pending.fold.epoch, self.ids[e])]
-            holder = pending.fold.preparation.transition.holder
+            holder = pending.fold.holder
             assert holder is not None
             self._grant(e, wf, holder)
         else:

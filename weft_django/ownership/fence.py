@@ -13,7 +13,7 @@ failed condition is an ordinary lost race the caller handles.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from weft_django.errors import EngineDeposedError
 from weft_django.ownership.batch import (
@@ -25,11 +25,9 @@ from weft_django.ownership.batch import (
     conditional_batch,
 )
 from weft_django.ownership.host import OwnershipHost
+from weft_django.ownership.results import AcquirePreparation
 from weft_django.ownership.transitions import fence_condition
 from weft_django.warnings import warn_claim_lost
-
-if TYPE_CHECKING:
-    from weft_django.ownership.fold import ClaimFold
 
 
 def fence_conditions(
@@ -54,6 +52,30 @@ def fence_conditions(
     return []
 
 
+def commit_with_folds(
+    host: OwnershipHost,
+    conditions: Iterable[Condition],
+    writes: Iterable[Write],
+    folds: Sequence[AcquirePreparation] = (),
+) -> BatchResult:
+    """ONE batch of the caller's conditions and writes plus every fold's
+    acquire; the registry tracks the folded claims only once it committed.
+
+    The one implementation under ``fenced_commit(..., folds=)`` and
+    ``fold.commit_with_claim_fold``: a fold is never tracked before its
+    batch is durable, and never tracked when the batch failed.
+    """
+    result = conditional_batch(
+        [*conditions, *(c for f in folds for c in f.conditions)],
+        [*writes, *(w for f in folds for w in f.writes)],
+        using=host.settings.database,
+    )
+    if result.committed and host.registry is not None:
+        for fold in folds:
+            host.registry.record_folded_acquire(fold)
+    return result
+
+
 def fenced_commit(
     host: OwnershipHost,
     workflow_id: str,
@@ -62,7 +84,7 @@ def fenced_commit(
     *,
     run_id: Any = None,
     run_version: int | None = None,
-    folds: Sequence[ClaimFold] = (),
+    folds: Sequence[AcquirePreparation] = (),
 ) -> BatchResult:
     """Commit ``writes`` under the fence; ``EngineDeposedError`` when it fails.
 
@@ -71,15 +93,8 @@ def fenced_commit(
     is returned as an ordinary lost race.
     """
     fence = fence_conditions(host, workflow_id, run_id=run_id, run_version=run_version)
-    result = conditional_batch(
-        [*fence, *conditions, *(c for f in folds for c in f.conditions)],
-        [*writes, *(w for f in folds for w in f.writes)],
-        using=host.settings.database,
-    )
+    result = commit_with_folds(host, [*fence, *conditions], writes, folds)
     if result.committed:
-        if host.registry is not None:
-            for fold in folds:
-                host.registry.record_folded_acquire(fold.preparation)
         return result
     if not any(result.failed_condition is f for f in fence):
         return result

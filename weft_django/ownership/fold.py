@@ -6,38 +6,29 @@ and then try to claim it (a crash in between leaves a running run nobody
 owns) — the acquire's conditions and writes join the caller's own batch.
 The registry tracks the claim only after that batch committed. A lost race
 reports whether the *claim's* condition failed or the caller's own.
+
+``commit_enabling_write`` is the whole decision for a write that makes a run
+drivable by this engine, in every ownership mode: fold an acquire when the
+claim is not held yet (taking over a stale holder once, if that is what
+stood in the way), else commit under the fence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from weft_django.errors import WorkflowClaimUnavailableError
-from weft_django.ownership.batch import BatchResult, Condition, Write, conditional_batch
+from weft_django.ownership.fence import commit_with_folds, fenced_commit
 from weft_django.ownership.host import OwnershipHost
-from weft_django.ownership.registry import AcquirePreparation
+from weft_django.ownership.ops import BatchResult, Condition, Write
+from weft_django.ownership.registry import takeover_with_retries
+from weft_django.ownership.results import AcquirePreparation
 
-
-@dataclass(frozen=True)
-class ClaimFold:
-    """A prepared acquire; build a new one for every attempt."""
-
-    workflow_id: str
-    preparation: AcquirePreparation
-
-    @property
-    def conditions(self) -> Sequence[Condition]:
-        return self.preparation.transition.conditions
-
-    @property
-    def writes(self) -> Sequence[Write]:
-        return self.preparation.transition.writes
-
-    @property
-    def epoch(self) -> int:
-        return self.preparation.transition.epoch
+ClaimFold = AcquirePreparation
+"""A prepared acquire (``workflow_id``, ``conditions``, ``writes``, ``epoch``,
+``holder``); build a new one for every attempt."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +36,10 @@ class FoldResult:
     status: Literal["committed", "lost-race"]
     claim_conflict: bool = False
     batch: BatchResult | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.status == "committed"
 
 
 def prepare_claim_fold(host: OwnershipHost, workflow_id: str) -> ClaimFold | None:
@@ -54,7 +49,7 @@ def prepare_claim_fold(host: OwnershipHost, workflow_id: str) -> ClaimFold | Non
         return None
     if registry.current_epoch(workflow_id) is not None:
         return None
-    return ClaimFold(workflow_id, registry.prepare_acquire(workflow_id))
+    return registry.prepare_acquire(workflow_id)
 
 
 def commit_with_claim_fold(
@@ -64,23 +59,50 @@ def commit_with_claim_fold(
     writes: Iterable[Write],
 ) -> FoldResult:
     """Commit the caller's batch and every fold's acquire as ONE batch."""
-    fold_list = [folds] if isinstance(folds, ClaimFold) else list(folds or ())
-    fold_conditions = [c for f in fold_list for c in f.conditions]
-    result = conditional_batch(
-        [*conditions, *fold_conditions],
-        [*writes, *(w for f in fold_list for w in f.writes)],
-        using=host.settings.database,
-    )
-    registry = host.registry
+    fold_list = [folds] if isinstance(folds, AcquirePreparation) else list(folds or ())
+    result = commit_with_folds(host, conditions, writes, fold_list)
     if result.committed:
-        if registry is not None:
-            for fold in fold_list:
-                registry.record_folded_acquire(fold.preparation)
         return FoldResult("committed", batch=result)
-    claim_conflict = any(result.failed_condition is c for c in fold_conditions)
+    claim_conflict = any(result.failed_condition is c for f in fold_list for c in f.conditions)
     if claim_conflict:
         host.metrics.record_claim_attempt("lost_race")
     return FoldResult("lost-race", claim_conflict=claim_conflict, batch=result)
+
+
+def commit_enabling_write(
+    host: OwnershipHost,
+    workflow_id: str,
+    conditions: Iterable[Condition],
+    writes: Iterable[Write],
+) -> FoldResult:
+    """Commit a write that makes ``workflow_id``'s run drivable by this engine.
+
+    ``workflow-lease`` with the claim not held: the acquire is folded into
+    the batch; when the claim's condition is what failed (a stale holder
+    left by an earlier run) and a takeover succeeds, the write is committed
+    once more under the fence. Claim held, ``lease`` or ``none``: one fenced
+    commit. ``EngineDeposedError`` propagates from the fence as always.
+    """
+    conditions, writes = list(conditions), list(writes)
+    fold = prepare_claim_fold(host, workflow_id)
+    if fold is None:
+        return _fenced(host, workflow_id, conditions, writes)
+    result = commit_with_claim_fold(host, fold, conditions, writes)
+    registry = host.registry
+    if (
+        result.claim_conflict
+        and registry is not None
+        and takeover_with_retries(registry, workflow_id).status == "acquired"
+    ):
+        return _fenced(host, workflow_id, conditions, writes)
+    return result
+
+
+def _fenced(
+    host: OwnershipHost, workflow_id: str, conditions: list[Condition], writes: list[Write]
+) -> FoldResult:
+    batch = fenced_commit(host, workflow_id, conditions, writes)
+    return FoldResult("committed" if batch.committed else "lost-race", batch=batch)
 
 
 def raise_claim_unavailable(host: OwnershipHost, workflow_id: str) -> NoReturn:
@@ -91,3 +113,13 @@ def raise_claim_unavailable(host: OwnershipHost, workflow_id: str) -> NoReturn:
         holder = registry.read(workflow_id).holder
         held_by = holder.engine_id if holder is not None else None
     raise WorkflowClaimUnavailableError(workflow_id, held_by)
+
+
+__all__ = [
+    "ClaimFold",
+    "FoldResult",
+    "commit_enabling_write",
+    "commit_with_claim_fold",
+    "prepare_claim_fold",
+    "raise_claim_unavailable",
+]
