@@ -3,12 +3,21 @@
 weft.E001  unknown OWNERSHIP            weft.E002  bad duration
 weft.E003  CLAIM renew >= TTL           weft.E004  CLAIM TTL < 3 × renew
 weft.E005  LEASE renew >= TTL           weft.E006  LEASE TTL < 3 × renew
-weft.E007  unknown WEFT key             weft.E008  bad value of another key
+weft.E007  unknown WEFT key             weft.E008  BACKGROUND_TASKS/TRANSPORT not a choice
 weft.E010  SQLite without IMMEDIATE/EXCLUSIVE transactions
 weft.E011  a database other than PostgreSQL or SQLite in a fencing mode
 weft.E012  PostgreSQL isolation stricter than READ COMMITTED
 weft.E013  OWNERSHIP="none" with Celery  weft.E014  unsupported Celery pool
 weft.E015  WEFT['DATABASE'] names no configured database
+weft.E016  settings.WEFT is not a dict   weft.E017  TRANSPORT disagrees with install(app)
+weft.E018  not a positive integer        weft.E019  API_PERMISSION_CLASSES not dotted paths
+weft.E020  DATABASE not an alias         weft.E021  WAKE_BACKENDS not dotted paths
+weft.E022  PROMETHEUS_COLLECTOR not a bool
+weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
+
+The settings rules live in ``conf`` and the database capability rule in
+``weft_django.db`` (the engine's start-up gate applies the same rule); this
+module only turns their findings into check messages.
 """
 
 from __future__ import annotations
@@ -18,21 +27,18 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core import checks
 
-from weft_django.conf import build_settings, settings_problems
+from weft_django import db as store
+from weft_django.conf import LEGACY_PROMETHEUS_SETTING, evaluate_settings
 
 SUPPORTED_CELERY_POOLS = ("prefork", "threads", "solo")
 
 
 @checks.register("weft")
 def check_weft_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    weft, problems = evaluate_settings()
     messages: list[checks.CheckMessage] = [
-        checks.Error(p.message, hint=p.hint, id=p.id) for p in settings_problems()
+        checks.Error(p.message, hint=p.hint, id=p.id) for p in problems
     ]
-    weft, _ = build_settings(
-        {k: v for k, v in (getattr(django_settings, "WEFT", {}) or {}).items()}
-        if isinstance(getattr(django_settings, "WEFT", {}), dict)
-        else {}
-    )
     messages.extend(check_database(weft.database, weft.ownership))
     if weft.ownership == "none" and weft.transport == "celery":
         messages.append(
@@ -43,66 +49,20 @@ def check_weft_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                 id="weft.E013",
             )
         )
-    return messages
-
-
-def check_database(alias: str, ownership: str) -> list[checks.CheckMessage]:
-    """Database capability checks for the alias weft uses (no connection opened)."""
-    databases = getattr(django_settings, "DATABASES", {})
-    if alias not in databases:
-        return [
-            checks.Error(
-                f"WEFT['DATABASE'] is {alias!r}, which is not in settings.DATABASES "
-                f"({', '.join(databases) or 'none configured'})",
-                id="weft.E015",
-            )
-        ]
-    entry = databases[alias]
-    engine = str(entry.get("ENGINE", ""))
-    options = entry.get("OPTIONS", {}) or {}
-    messages: list[checks.CheckMessage] = []
-    if engine.endswith("sqlite3"):
-        mode = str(options.get("transaction_mode", "")).upper()
-        if mode not in {"IMMEDIATE", "EXCLUSIVE"}:
-            messages.append(
-                checks.Error(
-                    f"SQLite database {alias!r} has transaction_mode "
-                    f"{options.get('transaction_mode')!r}; weft-django needs IMMEDIATE or "
-                    "EXCLUSIVE so that concurrent writers serialise instead of failing",
-                    hint='Add "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30, '
-                    '"init_command": "PRAGMA journal_mode=WAL;"}',
-                    id="weft.E010",
-                )
-            )
-    elif "postgresql" in engine or "postgis" in engine:
-        isolation = options.get("isolation_level")
-        if isolation is not None and _isolation_name(isolation) not in {
-            "READ COMMITTED",
-            "READ UNCOMMITTED",
-        }:
-            messages.append(
-                checks.Error(
-                    f"PostgreSQL database {alias!r} uses isolation level "
-                    f"{_isolation_name(isolation)}; weft-django's conditional batch needs "
-                    "READ COMMITTED (a stricter level turns lost races into errors)",
-                    id="weft.E012",
-                )
-            )
-    elif ownership != "none":
+    if getattr(django_settings, LEGACY_PROMETHEUS_SETTING, None) is not None:
         messages.append(
-            checks.Error(
-                f"Database {alias!r} uses {engine!r}; OWNERSHIP={ownership!r} is supported on "
-                "PostgreSQL and SQLite only",
-                id="weft.E011",
+            checks.Warning(
+                f"settings.{LEGACY_PROMETHEUS_SETTING} is deprecated",
+                hint='Set WEFT["PROMETHEUS_COLLECTOR"] instead (it wins when both are set).',
+                id="weft.W001",
             )
         )
     return messages
 
 
-def _isolation_name(value: object) -> str:
-    name = getattr(value, "name", None)
-    text = str(name if name is not None else value)
-    return text.replace("_", " ").upper()
+def check_database(alias: str, ownership: str) -> list[checks.CheckMessage]:
+    """Database capability checks for the alias weft uses (no connection opened)."""
+    return store.capability_problems(alias, ownership)
 
 
 def check_celery_pool(pool: str) -> list[checks.CheckMessage]:

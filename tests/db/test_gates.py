@@ -20,6 +20,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from tests.support import ManualClock, StaticHost
+from weft_django.clock import wall_ms
 from weft_django.conf import build_settings
 from weft_django.errors import OwnershipModeMismatchError
 from weft_django.models import OwnershipModeMarker
@@ -250,7 +251,7 @@ def test_the_clock_check_refuses_a_skewed_engine_clock(clock: ManualClock, vendo
         return
     with pytest.raises(ImproperlyConfigured, match="CLAIM_RENEW_INTERVAL"):
         check_clock_skew(host)
-    real = StaticHost("engine-a", gates_module.wall_clock_ms, uses_injected_clock=False)
+    real = StaticHost("engine-a", wall_ms, uses_injected_clock=False)
     skew = check_clock_skew(real)
     assert skew is not None
     assert abs(skew) <= real.settings.claim_renew_interval_ms

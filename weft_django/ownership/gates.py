@@ -8,32 +8,42 @@
    marker but refuses a store stamped for fencing.
 Then a clock check: the engine clock must agree with the database clock
 within one renew interval, or expiry judgments would be wrong.
+
+The one write that removes the marker (``reset_mode_marker``, what
+``manage.py weft_reset_mode`` runs) is here too, through the conditional
+batch: it deletes exactly the marker the operator was shown, or nothing.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
 
+from weft_django import db as store
 from weft_django.errors import OwnershipModeMismatchError
 from weft_django.models import OwnershipModeMarker
-from weft_django.ownership.batch import Insert, UniqueAbsence, conditional_batch
+from weft_django.ownership.batch import (
+    Call,
+    Delete,
+    Insert,
+    RowCondition,
+    UniqueAbsence,
+    conditional_batch,
+)
 from weft_django.ownership.codec import MarkerRecord, decode_marker_row
 from weft_django.ownership.host import OwnershipHost
 
 FENCING_MODES = ("lease", "workflow-lease")
+MARKER_KEY = "marker"
 
 
 def run_gates(host: OwnershipHost) -> MarkerRecord | None:
     """Run both gates; returns the marker in force (``None`` for ``none``)."""
-    from weft_django.checks import check_database
-
     mode = host.ownership
     db = host.settings.database
     if mode in FENCING_MODES:
-        problems = check_database(db, mode)
+        problems = store.capability_problems(db, mode)
         if problems:
             raise ImproperlyConfigured(
                 f"OWNERSHIP={mode!r} needs a database that supports the conditional batch: "
@@ -45,7 +55,7 @@ def run_gates(host: OwnershipHost) -> MarkerRecord | None:
 def _read_marker(db: str) -> tuple[str, int] | None:
     return (
         OwnershipModeMarker.objects.using(db)
-        .filter(pk="marker")
+        .filter(pk=MARKER_KEY)
         .values_list("mode", "established_at")
         .first()
     )
@@ -91,14 +101,40 @@ def check_mode_marker(host: OwnershipHost) -> MarkerRecord | None:
     return marker
 
 
+def reset_mode_marker(
+    db: str,
+    mode: str,
+    established_at: int,
+    *,
+    recheck: Callable[[str], None] | None = None,
+) -> bool:
+    """Delete the marker ``(mode, established_at)``; ``False`` when it changed
+    (or vanished) meanwhile and nothing was deleted.
+
+    ``recheck(db)`` runs inside the batch, with the marker row locked, before
+    the delete; raising from it aborts the reset (the command re-checks there
+    that no engine is alive).
+    """
+    writes: list[Call | Delete] = [] if recheck is None else [Call(recheck)]
+    writes.append(Delete(OwnershipModeMarker, {"pk": MARKER_KEY}))
+    result = conditional_batch(
+        [
+            RowCondition(
+                OwnershipModeMarker,
+                MARKER_KEY,
+                {"mode": mode, "established_at": established_at},
+                label="ownership-mode-marker",
+            )
+        ],
+        writes,
+        using=db,
+    )
+    return result.committed
+
+
 def database_clock_ms(db: str) -> int | None:
-    """The database server's clock in ms (PostgreSQL), or ``None`` (SQLite)."""
-    connection = connections[db]
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint")
-        return int(cursor.fetchone()[0])
+    """The database server's clock in ms, or ``None`` when it has none (SQLite)."""
+    return store.ops(db).database_clock_ms(db)
 
 
 def check_clock_skew(host: OwnershipHost) -> int | None:
@@ -119,7 +155,3 @@ def check_clock_skew(host: OwnershipHost) -> int | None:
             f"CLAIM_RENEW_INTERVAL ({limit} ms); fix NTP before starting engines."
         )
     return skew
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000

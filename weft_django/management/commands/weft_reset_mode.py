@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
 from weft_django.cluster import alive_engines_q, format_age, reset_mode_window_ms, wall_ms
 from weft_django.conf import get_settings
 from weft_django.models import EngineRecord, OwnershipModeMarker
+from weft_django.ownership.gates import reset_mode_marker
 
 
 class Command(BaseCommand):
@@ -50,18 +50,14 @@ class Command(BaseCommand):
             )
             if answer.strip().lower() != "yes":
                 raise CommandError("reset cancelled")
-        with transaction.atomic(using=db):
-            # Lock the marker, re-check under the lock, delete exactly what was read.
-            locked = (
-                OwnershipModeMarker.objects.using(db)
-                .select_for_update()
-                .filter(pk=marker.pk, mode=marker.mode, established_at=marker.established_at)
-                .first()
-            )
-            self._refuse_if_alive(db, window)
-            if locked is None:
-                raise CommandError("the ownership mode marker changed meanwhile; run it again")
-            locked.delete()
+        # No engine may have booted between the first check and the delete.
+        if not reset_mode_marker(
+            db,
+            marker.mode,
+            marker.established_at,
+            recheck=lambda using: self._refuse_if_alive(using, window),
+        ):
+            raise CommandError("the ownership mode marker changed meanwhile; run it again")
         self.stdout.write(
             f'deleted the ownership mode marker "{marker.mode}" '
             f"(established at {marker.established_at} ms); the next engine to boot sets the mode"
