@@ -5,17 +5,22 @@ view of the settings (durations as integer milliseconds), and that view
 reloads on ``setting_changed`` so ``override_settings`` works in tests.
 Validation never touches the database: it runs from system checks and when
 an engine or client first reads the settings (``ImproperlyConfigured``).
+``DEFAULTS`` is the one table of defaults: ``WeftSettings`` derives its
+field defaults from it. Each kind of problem has its own stable check id
+(``CHECK_IDS``). Longer than 400 lines: the defaults table and the validator
+of each key read best in one module.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+
+from weft_django.durations import to_ms
 
 #: SPEC §4.4: CLAIM_TTL must be at least this many renew intervals.
 WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER = 3
@@ -51,6 +56,31 @@ DEFAULTS: dict[str, Any] = {
     "API_PERMISSION_CLASSES": ("rest_framework.permissions.IsAdminUser",),
     "RETENTION": None,
     "DATABASE": "default",
+    "WAKE_BACKENDS": ("weft_django.transports.notify.NotifyBackend",),
+    "PROMETHEUS_COLLECTOR": None,
+}
+
+#: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
+#: ``WEFT`` key is unset (deprecated: ``weft.W001``).
+LEGACY_PROMETHEUS_SETTING: Final = "WEFT_PROMETHEUS_COLLECTOR"
+
+#: One stable system-check id per kind of problem (SPEC §3).
+CHECK_IDS: Final[dict[str, str]] = {
+    "unknown-ownership": "weft.E001",
+    "bad-duration": "weft.E002",
+    "claim-renew-not-below-ttl": "weft.E003",
+    "claim-ttl-below-three-renewals": "weft.E004",
+    "lease-renew-not-below-ttl": "weft.E005",
+    "lease-ttl-below-three-renewals": "weft.E006",
+    "unknown-key": "weft.E007",
+    "bad-choice": "weft.E008",
+    "weft-not-a-dict": "weft.E016",
+    "transport-conflicts-with-install": "weft.E017",
+    "not-a-positive-integer": "weft.E018",
+    "bad-permission-classes": "weft.E019",
+    "bad-database-alias": "weft.E020",
+    "bad-wake-backends": "weft.E021",
+    "bad-prometheus-collector": "weft.E022",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -70,7 +100,14 @@ DESCRIPTIONS: dict[str, str] = {
     "API_PERMISSION_CLASSES": "DRF permission classes for the API",
     "RETENTION": "purge terminal runs older than this",
     "DATABASE": "the alias every weft query uses",
+    "WAKE_BACKENDS": "dotted paths of the wake backends (WakeBackend subclasses) to install",
+    "PROMETHEUS_COLLECTOR": "register the cluster collector with prometheus_client "
+    "(None: when django_prometheus is installed)",
 }
+
+
+def _default_ms(key: str) -> int:
+    return to_ms(DEFAULTS[key], key)
 
 
 @dataclass(frozen=True)
@@ -86,21 +123,24 @@ class SettingsProblem:
 class WeftSettings:
     """The validated, typed settings. Durations are integer milliseconds."""
 
-    ownership: OwnershipMode = "workflow-lease"
-    claim_ttl_ms: int = 30_000
-    claim_renew_interval_ms: int = 5_000
-    lease_ttl_ms: int = 30_000
-    lease_renew_interval_ms: int = 5_000
-    lease_wait_timeout_ms: int = 60_000
-    background_tasks: BackgroundTasks = "auto"
-    transport: TransportName = "polling"
-    poll_interval_ms: int = 200
-    worker_concurrency: int = 4
-    celery_eta_horizon_ms: int = 60_000
-    max_payload_bytes: int = 256 * 1024
-    api_permission_classes: tuple[str, ...] = ("rest_framework.permissions.IsAdminUser",)
-    retention_ms: int | None = None
-    database: str = "default"
+    ownership: OwnershipMode = DEFAULTS["OWNERSHIP"]
+    claim_ttl_ms: int = _default_ms("CLAIM_TTL")
+    claim_renew_interval_ms: int = _default_ms("CLAIM_RENEW_INTERVAL")
+    lease_ttl_ms: int = _default_ms("LEASE_TTL")
+    lease_renew_interval_ms: int = _default_ms("LEASE_RENEW_INTERVAL")
+    lease_wait_timeout_ms: int = _default_ms("LEASE_WAIT_TIMEOUT")
+    background_tasks: BackgroundTasks = DEFAULTS["BACKGROUND_TASKS"]
+    transport: TransportName = DEFAULTS["TRANSPORT"]
+    poll_interval_ms: int = _default_ms("POLL_INTERVAL")
+    worker_concurrency: int = DEFAULTS["WORKER_CONCURRENCY"]
+    celery_eta_horizon_ms: int = _default_ms("CELERY_ETA_HORIZON")
+    max_payload_bytes: int = DEFAULTS["MAX_PAYLOAD_BYTES"]
+    api_permission_classes: tuple[str, ...] = tuple(DEFAULTS["API_PERMISSION_CLASSES"])
+    retention_ms: int | None = DEFAULTS["RETENTION"]
+    database: str = DEFAULTS["DATABASE"]
+    wake_backends: tuple[str, ...] = tuple(DEFAULTS["WAKE_BACKENDS"])
+    #: ``None``: decide by whether ``django_prometheus`` is installed.
+    prometheus_collector: bool | None = DEFAULTS["PROMETHEUS_COLLECTOR"]
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -125,16 +165,21 @@ def _fmt_s(ms: int) -> str:
 
 
 def duration_ms(key: str, value: object) -> int:
-    """Seconds (int/float) or ``timedelta`` → integer ms; ``ValueError`` names the key."""
-    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
-        raise ValueError(f"WEFT[{key!r}] must be a number of seconds or a timedelta, got {value!r}")
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds != seconds or seconds in (float("inf"), float("-inf")):
-        raise ValueError(f"WEFT[{key!r}] must be finite, got {value!r}")
-    ms = round(seconds * 1000)
-    if ms <= 0:
-        raise ValueError(f"WEFT[{key!r}] must be a positive duration, got {value!r}")
-    return ms
+    """Seconds (int/float) or ``timedelta`` → integer ms, never 0; every bad
+    value is a ``ValueError`` naming ``WEFT[key]``."""
+    return to_ms(value, f"WEFT[{key!r}]", allow_zero=False, type_error=ValueError)
+
+
+def legacy_prometheus_collector() -> bool | None:
+    """``settings.WEFT_PROMETHEUS_COLLECTOR`` as a bool, ``None`` when unset."""
+    from django.conf import settings as django_settings
+
+    value = getattr(django_settings, LEGACY_PROMETHEUS_SETTING, None)
+    return None if value is None else bool(value)
+
+
+def _dotted_paths(value: object) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(p, str) and p for p in value)
 
 
 def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsProblem]]:
@@ -144,7 +189,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         if key not in DEFAULTS:
             problems.append(
                 SettingsProblem(
-                    "weft.E007",
+                    CHECK_IDS["unknown-key"],
                     f"WEFT[{key!r}] is not a weft-django setting",
                     hint="Known keys: " + ", ".join(DEFAULTS),
                 )
@@ -155,11 +200,10 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         if "TRANSPORT" in user and user["TRANSPORT"] != marked:
             problems.append(
                 SettingsProblem(
-                    "weft.E008",
+                    CHECK_IDS["transport-conflicts-with-install"],
                     f"WEFT['TRANSPORT'] is {user['TRANSPORT']!r} but this process's transport "
                     f"was set to {marked!r} by weft_django.celery.install(app)",
-                    hint="Leave TRANSPORT unset (install() sets it) or set it to "
-                    f"{marked!r}.",
+                    hint=f"Leave TRANSPORT unset (install() sets it) or set it to {marked!r}.",
                 )
             )
         merged["TRANSPORT"] = marked
@@ -168,7 +212,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
     if ownership not in OWNERSHIP_MODES:
         problems.append(
             SettingsProblem(
-                "weft.E001",
+                CHECK_IDS["unknown-ownership"],
                 f"WEFT['OWNERSHIP'] is {ownership!r}; it must be one of "
                 '"none", "lease" or "workflow-lease"',
             )
@@ -180,13 +224,14 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         try:
             durations[key] = duration_ms(key, merged[key])
         except ValueError as exc:
-            problems.append(SettingsProblem("weft.E002", str(exc)))
-            durations[key] = duration_ms(key, DEFAULTS[key])
+            problems.append(SettingsProblem(CHECK_IDS["bad-duration"], str(exc)))
+            durations[key] = _default_ms(key)
 
-    for prefix, ids in (
-        ("CLAIM", ("weft.E003", "weft.E004")),
-        ("LEASE", ("weft.E005", "weft.E006")),
-    ):
+    for prefix in ("CLAIM", "LEASE"):
+        ids = (
+            CHECK_IDS[f"{prefix.lower()}-renew-not-below-ttl"],
+            CHECK_IDS[f"{prefix.lower()}-ttl-below-three-renewals"],
+        )
         ttl, renew = durations[f"{prefix}_TTL"], durations[f"{prefix}_RENEW_INTERVAL"]
         if renew >= ttl:
             problems.append(
@@ -211,7 +256,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         if value not in allowed:
             problems.append(
                 SettingsProblem(
-                    "weft.E008",
+                    CHECK_IDS["bad-choice"],
                     f"WEFT[{key!r}] is {value!r}; it must be one of "
                     + ", ".join(repr(a) for a in allowed),
                 )
@@ -224,7 +269,8 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             problems.append(
                 SettingsProblem(
-                    "weft.E008", f"WEFT[{key!r}] must be a positive integer, got {value!r}"
+                    CHECK_IDS["not-a-positive-integer"],
+                    f"WEFT[{key!r}] must be a positive integer, got {value!r}",
                 )
             )
             return cast(int, DEFAULTS[key])
@@ -236,13 +282,13 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         try:
             retention_ms = duration_ms("RETENTION", retention)
         except ValueError as exc:
-            problems.append(SettingsProblem("weft.E002", str(exc)))
+            problems.append(SettingsProblem(CHECK_IDS["bad-duration"], str(exc)))
 
     perms = merged["API_PERMISSION_CLASSES"]
     if isinstance(perms, str) or not all(isinstance(p, str) for p in perms or ()):
         problems.append(
             SettingsProblem(
-                "weft.E008",
+                CHECK_IDS["bad-permission-classes"],
                 f"WEFT['API_PERMISSION_CLASSES'] must be a list of dotted paths, got {perms!r}",
             )
         )
@@ -252,10 +298,34 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
     if not isinstance(database, str) or not database:
         problems.append(
             SettingsProblem(
-                "weft.E008", f"WEFT['DATABASE'] must be a database alias, got {database!r}"
+                CHECK_IDS["bad-database-alias"],
+                f"WEFT['DATABASE'] must be a database alias, got {database!r}",
             )
         )
-        database = "default"
+        database = DEFAULTS["DATABASE"]
+
+    backends = merged["WAKE_BACKENDS"]
+    if not _dotted_paths(backends):
+        problems.append(
+            SettingsProblem(
+                CHECK_IDS["bad-wake-backends"],
+                "WEFT['WAKE_BACKENDS'] must be a list of dotted paths of WakeBackend "
+                f"subclasses, got {backends!r}",
+            )
+        )
+        backends = DEFAULTS["WAKE_BACKENDS"]
+
+    collector = merged["PROMETHEUS_COLLECTOR"]
+    if collector is not None and not isinstance(collector, bool):
+        problems.append(
+            SettingsProblem(
+                CHECK_IDS["bad-prometheus-collector"],
+                f"WEFT['PROMETHEUS_COLLECTOR'] must be True, False or None, got {collector!r}",
+            )
+        )
+        collector = None
+    if collector is None:
+        collector = legacy_prometheus_collector()
 
     settings = WeftSettings(
         ownership=cast(OwnershipMode, ownership),
@@ -273,6 +343,8 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         api_permission_classes=tuple(perms),
         retention_ms=retention_ms,
         database=database,
+        wake_backends=tuple(backends),
+        prometheus_collector=collector,
         raw=dict(user),
     )
     return settings, problems
@@ -324,11 +396,13 @@ class _SettingsHolder:
                 self._cached = settings
             return self._cached
 
-    def problems(self) -> list[SettingsProblem]:
+    def evaluate(self) -> tuple[WeftSettings, list[SettingsProblem]]:
+        """Read ``WEFT`` once: the settings (defaults where invalid) and every problem."""
         try:
-            return build_settings(self.user_dict())[1]
+            user = self.user_dict()
         except ImproperlyConfigured as exc:
-            return [SettingsProblem("weft.E008", str(exc))]
+            return build_settings({})[0], [SettingsProblem(CHECK_IDS["weft-not-a-dict"], str(exc))]
+        return build_settings(user)
 
     def reset(self) -> None:
         with self._lock:
@@ -345,24 +419,34 @@ def get_settings() -> WeftSettings:
 
 def settings_problems() -> list[SettingsProblem]:
     """Every problem with the current settings, for the system checks."""
-    return _holder.problems()
+    return _holder.evaluate()[1]
+
+
+def evaluate_settings() -> tuple[WeftSettings, list[SettingsProblem]]:
+    """The current settings (defaults where invalid) and every problem, from
+    one read of ``WEFT`` (what the system checks use)."""
+    return _holder.evaluate()
 
 
 def _on_setting_changed(*, setting: str, **_: Any) -> None:
-    if setting == "WEFT":
+    if setting in ("WEFT", LEGACY_PROMETHEUS_SETTING):
         _holder.reset()
 
 
 setting_changed.connect(_on_setting_changed, dispatch_uid="weft_django.conf.reload")
 
 __all__ = [
+    "CHECK_IDS",
     "DEFAULTS",
+    "LEGACY_PROMETHEUS_SETTING",
     "OWNERSHIP_MODES",
     "WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER",
     "WeftSettings",
     "build_settings",
     "duration_ms",
+    "evaluate_settings",
     "get_settings",
+    "legacy_prometheus_collector",
     "mark_process_transport",
     "process_transport",
     "settings_problems",

@@ -37,7 +37,8 @@ def to_ms(
     if math.isnan(seconds) or math.isinf(seconds):
         raise ValueError(f"{what} must be a finite duration, got {value!r}")
     if seconds < 0:
-        raise ValueError(f"{what} must be a non-negative duration, got {value!r}")
+        kind = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{what} must be a {kind} duration, got {value!r}")
     ms = round(seconds * 1000)
     if ms == 0 and not allow_zero:
         raise ValueError(f"{what} must be a positive duration, got {value!r}")

@@ -1,9 +1,10 @@
 """System checks (SPEC §3): stable ids, and no database access.
 
 Invariant protected: every misconfiguration the spec names is reported by
-``manage.py check`` under its stable id (weft.E001-E008 for the settings,
-E010-E015 for the database and transport), with a message naming the key
-and value -- and running the checks never opens a database query.
+``manage.py check`` under its stable id, one per kind of problem (weft.E001-E008
+and E016-E022 for the settings, E010-E015 for the database and transport), with
+a message naming the key and value -- and running the checks never opens a
+database query.
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ def test_weft_checks_are_registered() -> None:
             "LEASE_TTL (10.0 s) must be at least 3 × LEASE_RENEW_INTERVAL (5.0 s) = 15.0 s",
         ),
         ({"CLAIMTTL": 30}, "weft.E007", "CLAIMTTL"),
-        ({"WORKER_CONCURRENCY": 0}, "weft.E008", "WORKER_CONCURRENCY"),
+        ({"WORKER_CONCURRENCY": 0}, "weft.E018", "WORKER_CONCURRENCY"),
+        ({"BACKGROUND_TASKS": "never"}, "weft.E008", "BACKGROUND_TASKS"),
+        ({"WAKE_BACKENDS": "x.Y"}, "weft.E021", "WAKE_BACKENDS"),
     ],
 )
 def test_settings_errors_have_stable_ids(weft: dict, expected_id: str, needle: str) -> None:
@@ -86,9 +89,17 @@ def test_settings_errors_have_stable_ids(weft: dict, expected_id: str, needle: s
     assert isinstance(messages[0], checks.Error)
 
 
-def test_a_weft_setting_that_is_not_a_dict_is_e008() -> None:
+def test_a_weft_setting_that_is_not_a_dict_is_e016() -> None:
     with override_settings(WEFT="workflow-lease"):
-        assert "weft.E008" in _ids(check_weft_settings())
+        assert "weft.E016" in _ids(check_weft_settings())
+
+
+def test_the_deprecated_top_level_prometheus_setting_is_a_warning() -> None:
+    with override_settings(WEFT_PROMETHEUS_COLLECTOR=True):
+        messages = check_weft_settings()
+    assert _ids(messages) == ["weft.W001"]
+    assert isinstance(messages[0], checks.Warning)
+    assert 'WEFT["PROMETHEUS_COLLECTOR"]' in messages[0].hint
 
 
 @pytest.mark.parametrize("mode", [None, "", "DEFERRED", "deferred"])

@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from weft_django.conf import (
+    CHECK_IDS,
     DEFAULTS,
     WeftSettings,
     build_settings,
@@ -55,7 +56,7 @@ def test_durations_accept_seconds_and_timedelta_as_integer_ms(value, expected_ms
 
 @pytest.mark.parametrize("value", [True, False])
 def test_durations_refuse_bool(value: bool) -> None:
-    with pytest.raises(ValueError, match=r"CLAIM_TTL.*number of seconds or a timedelta"):
+    with pytest.raises(ValueError, match=r"CLAIM_TTL.*a timedelta or a number of seconds"):
         duration_ms("CLAIM_TTL", value)
 
 
@@ -179,23 +180,65 @@ def test_unknown_key_is_e007_naming_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value"),
+    ("key", "value", "check_id"),
     [
-        ("BACKGROUND_TASKS", "sometimes"),
-        ("TRANSPORT", "carrier-pigeon"),
-        ("WORKER_CONCURRENCY", 0),
-        ("WORKER_CONCURRENCY", True),
-        ("WORKER_CONCURRENCY", 2.0),
-        ("MAX_PAYLOAD_BYTES", -1),
-        ("API_PERMISSION_CLASSES", "rest_framework.permissions.AllowAny"),
-        ("DATABASE", ""),
-        ("DATABASE", 3),
+        ("BACKGROUND_TASKS", "sometimes", "weft.E008"),
+        ("TRANSPORT", "carrier-pigeon", "weft.E008"),
+        ("WORKER_CONCURRENCY", 0, "weft.E018"),
+        ("WORKER_CONCURRENCY", True, "weft.E018"),
+        ("WORKER_CONCURRENCY", 2.0, "weft.E018"),
+        ("MAX_PAYLOAD_BYTES", -1, "weft.E018"),
+        ("API_PERMISSION_CLASSES", "rest_framework.permissions.AllowAny", "weft.E019"),
+        ("DATABASE", "", "weft.E020"),
+        ("DATABASE", 3, "weft.E020"),
+        ("WAKE_BACKENDS", "weft_django.transports.notify.NotifyBackend", "weft.E021"),
+        ("WAKE_BACKENDS", [3], "weft.E021"),
+        ("WAKE_BACKENDS", None, "weft.E021"),
+        ("PROMETHEUS_COLLECTOR", "yes", "weft.E022"),
+        ("PROMETHEUS_COLLECTOR", 1, "weft.E022"),
     ],
 )
-def test_other_bad_values_are_e008_naming_the_key(key: str, value) -> None:
+def test_each_kind_of_bad_value_has_its_own_id_naming_the_key(
+    key: str, value, check_id: str
+) -> None:
     problems = build_settings({key: value})[1]
-    assert [p.id for p in problems] == ["weft.E008"]
+    assert [p.id for p in problems] == [check_id]
     assert key in problems[0].message
+
+
+def test_check_ids_are_one_per_problem() -> None:
+    assert len(set(CHECK_IDS.values())) == len(CHECK_IDS)
+
+
+def test_a_transport_that_disagrees_with_install_is_e017(monkeypatch: pytest.MonkeyPatch) -> None:
+    from weft_django import conf
+
+    monkeypatch.setattr(conf, "_process_transport", "celery")
+    problems = build_settings({"TRANSPORT": "polling"})[1]
+    assert [p.id for p in problems] == ["weft.E017"]
+    assert "install(app)" in problems[0].message
+
+
+def test_wake_backends_default_and_value() -> None:
+    assert build_settings({})[0].wake_backends == ("weft_django.transports.notify.NotifyBackend",)
+    assert build_settings({"WAKE_BACKENDS": ["a.B", "c.D"]})[0].wake_backends == ("a.B", "c.D")
+    assert build_settings({"WAKE_BACKENDS": []})[0].wake_backends == ()
+
+
+def test_prometheus_collector_inside_weft_wins_over_the_deprecated_top_level() -> None:
+    assert build_settings({})[0].prometheus_collector is None
+    assert build_settings({"PROMETHEUS_COLLECTOR": True})[0].prometheus_collector is True
+    with override_settings(WEFT_PROMETHEUS_COLLECTOR=False):
+        assert build_settings({})[0].prometheus_collector is False
+        assert build_settings({"PROMETHEUS_COLLECTOR": True})[0].prometheus_collector is True
+        with override_settings(WEFT={}):
+            assert get_settings().prometheus_collector is False
+    with override_settings(WEFT_PROMETHEUS_COLLECTOR=1):
+        assert get_settings().prometheus_collector is True
+
+
+def test_the_dataclass_defaults_are_the_defaults_table() -> None:
+    assert WeftSettings() == build_settings({})[0]
 
 
 def test_bad_retention_is_e002() -> None:
@@ -237,7 +280,7 @@ def test_weft_that_is_not_a_dict_is_refused() -> None:
     with override_settings(WEFT=["OWNERSHIP"]):
         with pytest.raises(ImproperlyConfigured, match="must be a dict"):
             get_settings()
-        assert [p.id for p in settings_problems()] == ["weft.E008"]
+        assert [p.id for p in settings_problems()] == ["weft.E016"]
 
 
 def test_settings_problems_lists_every_problem() -> None:
