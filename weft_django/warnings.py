@@ -13,16 +13,17 @@ twice through one helper:
 * a WARNING on the ``weft_django.ownership`` logger whose record carries
   ``record.weft = {..fields, "event": <name>}`` for structured log pipelines.
 
-The wake-kind closed set lives here (the wake guard re-exports it) because it
-names both a warning field and a metric label; keeping it in a module with no
-imports lets every layer use it without an upward dependency.
+The closed sets these warnings carry (``WakeKind``, ``LeaseLostReason``) are
+defined in ``weft_django.vocab`` and re-exported here, their old home.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final
+
+from weft_django.vocab import LEASE_LOST_REASONS, WAKE_KINDS, LeaseLostReason, WakeKind
 
 __all__ = [
     "LEASE_LOST_REASONS",
@@ -40,22 +41,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("weft_django.ownership")
-
-WakeKind = Literal[
-    "sleep",
-    "wait-condition",
-    "signal",
-    "async-activity",
-    "child-completion",
-    "inline-macrotask-drive",
-]
-WAKE_KINDS: Final[tuple[WakeKind, ...]] = get_args(WakeKind)
-"""weft's six wake kinds, in weft's order (SPEC §4.7)."""
-
-LeaseLostReason = Literal["deposed", "renewal-unconfirmable"]
-LEASE_LOST_REASONS: Final[tuple[LeaseLostReason, ...]] = get_args(LeaseLostReason)
-"""Why the global lease was reported lost: fenced out, or a renewal that could
-not be confirmed (transient; the engine does not halt for it)."""
 
 
 def _rebuild_warning(cls: type[WeftWarning], fields: dict[str, Any]) -> WeftWarning:

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from weft_django.errors import EngineLeaseAcquisitionTimeoutError
 from weft_django.models import GlobalLease
@@ -20,9 +19,8 @@ from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.batch import LeaseCondition, Update, conditional_batch
 from weft_django.ownership.codec import is_valid_epoch, is_valid_timestamp
 from weft_django.ownership.transitions import next_epoch
+from weft_django.vocab import LeaseLostReason
 from weft_django.warnings import warn_lease_lost
-
-LeaseLostReason = Literal["deposed", "renewal-unconfirmable"]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard, TypeVar, get_args
 
-from weft_django.warnings import WAKE_KINDS, WakeKind
+from weft_django.vocab import (
+    WAKE_KINDS,
+    WAKE_TRANSPORTS,
+    ClaimAttemptOutcome,
+    WakeKind,
+    WakeTransport,
+)
 
 __all__ = [
     "CLAIM_ATTEMPT_OUTCOMES",
@@ -44,14 +50,10 @@ __all__ = [
     "to_prometheus_text",
 ]
 
-ClaimAttemptOutcome = Literal["acquired", "takeover", "lost_race", "deposed", "backoff_skipped"]
 CLAIM_ATTEMPT_OUTCOMES: Final[tuple[ClaimAttemptOutcome, ...]] = get_args(ClaimAttemptOutcome)
 
 WakeDecision = Literal["proceed", "discard"]
 WAKE_DECISIONS: Final[tuple[WakeDecision, ...]] = get_args(WakeDecision)
-
-WakeTransport = Literal["polling", "notify", "celery", "local"]
-WAKE_TRANSPORTS: Final[tuple[WakeTransport, ...]] = get_args(WakeTransport)
 
 WakeKey = tuple[WakeKind, WakeDecision, WakeTransport]
 
@@ -133,6 +135,30 @@ class ClaimMetricsSnapshot:
             renewal_failures=self.renewal_failures + other.renewal_failures,
             wakes=wakes,
         )
+
+    def __sub__(self, other: ClaimMetricsSnapshot) -> ClaimMetricsSnapshot:
+        """The counters recorded since ``other`` (an earlier snapshot of the same
+        recorder). ``active_claims`` is a gauge, not a counter: the delta has 0.
+        Wake keys whose count did not change are left out."""
+        if not isinstance(other, ClaimMetricsSnapshot):
+            return NotImplemented
+        return ClaimMetricsSnapshot(
+            attempts={
+                o: self.attempts.get(o, 0) - other.attempts.get(o, 0)
+                for o in CLAIM_ATTEMPT_OUTCOMES
+            },
+            active_claims=0,
+            renewal_failures=self.renewal_failures - other.renewal_failures,
+            wakes={
+                k: n - other.wakes.get(k, 0)
+                for k, n in self.wakes.items()
+                if n != other.wakes.get(k, 0)
+            },
+        )
+
+    def is_zero(self) -> bool:
+        """No counter moved (the ``active_claims`` gauge is not a counter)."""
+        return not any(self.attempts.values()) and not self.renewal_failures and not self.wakes
 
     def __radd__(self, other: object) -> ClaimMetricsSnapshot:
         # Lets the builtin ``sum(snapshots)`` start from 0.
