@@ -18,6 +18,7 @@ from weft_django.models import ClaimEvent, WorkflowClaim, WorkflowRun
 from weft_django.ownership.batch import Insert, RunCondition, UniqueAbsence, Update
 from weft_django.ownership.fold import (
     ClaimFold,
+    commit_enabling_write,
     commit_with_claim_fold,
     prepare_claim_fold,
     raise_claim_unavailable,
@@ -216,3 +217,58 @@ def test_raise_claim_unavailable_with_an_undecodable_or_absent_holder(clock: Man
     with pytest.raises(WorkflowClaimUnavailableError) as info:
         raise_claim_unavailable(host, "never-seen")
     assert (info.value.workflow_id, info.value.held_by) == ("never-seen", None)
+
+
+# -- commit_enabling_write -------------------------------------------------------------
+
+
+def test_enabling_write_folds_the_acquire_when_the_claim_is_not_held(clock: ManualClock) -> None:
+    host = StaticHost("engine-a", clock)
+    run = _pending_run()
+    result = commit_enabling_write(host, "wf", *_pickup(run))
+    assert result.committed and not result.claim_conflict
+    assert host.registry.current_epoch("wf") == 1
+    assert WorkflowRun.objects.get(pk=run.pk).status == "running"
+
+
+def test_enabling_write_of_a_held_claim_is_fenced(clock: ManualClock) -> None:
+    host = StaticHost("engine-a", clock)
+    run = _pending_run()
+    host.registry.acquire("wf")
+    assert commit_enabling_write(host, "wf", *_pickup(run)).committed
+    assert list(ClaimEvent.objects.values_list("kind", flat=True)) == ["acquire"]
+
+
+@pytest.mark.parametrize("mode", ["none", "lease"])
+def test_enabling_write_outside_workflow_lease_is_one_fenced_commit(
+    clock: ManualClock, mode: str
+) -> None:
+    from weft_django.ownership.lease import GlobalLeaseManager
+
+    host = StaticHost("engine-a", clock, ownership=mode)
+    if mode == "lease":
+        host.lease = GlobalLeaseManager(
+            holder_id="engine-a",
+            clock=clock,
+            ttl_ms=30_000,
+            renew_interval_ms=5_000,
+            wait_timeout_ms=0,
+        )
+        host.lease.acquire()
+    run = _pending_run()
+    assert commit_enabling_write(host, "wf", *_pickup(run)).committed
+    assert not commit_enabling_write(host, "wf", *_pickup(run)).committed  # no longer pending
+    assert not WorkflowClaim.objects.exists()
+
+
+def test_enabling_write_takes_over_a_stale_holder_once(clock: ManualClock) -> None:
+    a, b = StaticHost("engine-a", clock), StaticHost("engine-b", clock)
+    run = _pending_run()
+    b.registry.acquire("wf")  # engine-b crashed holding it
+    live = commit_enabling_write(a, "wf", *_pickup(run))
+    assert (live.committed, live.claim_conflict) == (False, True)  # not expired yet
+    clock.advance(a.settings.claim_ttl_ms + 3 * a.settings.claim_renew_interval_ms)
+    result = commit_enabling_write(a, "wf", *_pickup(run))
+    assert result.committed
+    assert _holder("wf") == (2, "engine-a")
+    assert WorkflowRun.objects.get(pk=run.pk).status == "running"

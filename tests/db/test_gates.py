@@ -25,7 +25,12 @@ from weft_django.conf import build_settings
 from weft_django.errors import OwnershipModeMismatchError
 from weft_django.models import OwnershipModeMarker
 from weft_django.ownership import gates as gates_module
-from weft_django.ownership.gates import check_clock_skew, check_mode_marker, run_gates
+from weft_django.ownership.gates import (
+    check_clock_skew,
+    check_mode_marker,
+    reset_mode_marker,
+    run_gates,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -255,3 +260,32 @@ def test_the_clock_check_refuses_a_skewed_engine_clock(clock: ManualClock, vendo
     skew = check_clock_skew(real)
     assert skew is not None
     assert abs(skew) <= real.settings.claim_renew_interval_ms
+
+
+# -- reset_mode_marker -------------------------------------------------------------------
+
+
+def test_reset_deletes_exactly_the_marker_that_was_read(clock: ManualClock) -> None:
+    marker = check_mode_marker(StaticHost("engine-a", clock))
+    assert marker is not None
+    assert not reset_mode_marker("default", "lease", marker.established_at)  # another mode
+    assert not reset_mode_marker("default", marker.mode, marker.established_at + 1)
+    assert OwnershipModeMarker.objects.exists()
+    assert reset_mode_marker("default", marker.mode, marker.established_at)
+    assert not OwnershipModeMarker.objects.exists()
+    assert not reset_mode_marker("default", marker.mode, marker.established_at)  # gone
+
+
+def test_reset_rechecks_inside_the_batch_and_a_refusal_deletes_nothing(clock: ManualClock) -> None:
+    marker = check_mode_marker(StaticHost("engine-a", clock))
+    assert marker is not None
+    seen: list[bool] = []
+
+    def refuse(db: str) -> None:
+        seen.append(connections[db].in_atomic_block)
+        raise RuntimeError("an engine booted meanwhile")
+
+    with pytest.raises(RuntimeError, match="booted meanwhile"):
+        reset_mode_marker("default", marker.mode, marker.established_at, recheck=refuse)
+    assert seen == [True]
+    assert OwnershipModeMarker.objects.exists()

@@ -363,3 +363,36 @@ def test_thread_safety_smoke() -> None:
     assert snap.attempts["acquired"] == 8000
     assert snap.wakes[("sleep", "proceed", "local")] == 8000
     assert snap.renewal_failures == 8000
+
+
+# -- deltas ----------------------------------------------------------------------
+
+
+def test_a_snapshot_minus_an_earlier_one_is_what_was_recorded_since() -> None:
+    metrics = ClaimMetrics()
+    metrics.record_claim_attempt("acquired")
+    metrics.record_wake("sleep", "proceed", "polling")
+    metrics.set_active_claims(3)
+    earlier = metrics.snapshot()
+    assert (earlier - earlier).is_zero()
+    metrics.record_claim_attempt("acquired")
+    metrics.record_claim_attempt("deposed")
+    metrics.record_renewal_failure()
+    metrics.record_wake("signal", "discard", "celery")
+    metrics.set_active_claims(7)
+    delta = metrics.snapshot() - earlier
+    assert not delta.is_zero()
+    assert delta.attempts["acquired"] == 1 and delta.attempts["deposed"] == 1
+    assert delta.attempts["takeover"] == 0
+    assert delta.renewal_failures == 1
+    assert delta.wakes == {("signal", "discard", "celery"): 1}  # unchanged keys left out
+    assert delta.active_claims == 0  # a gauge has no delta
+    now = metrics.snapshot()
+    rebuilt = earlier + delta
+    assert (rebuilt.attempts, rebuilt.renewal_failures) == (now.attempts, now.renewal_failures)
+    assert rebuilt.wakes == now.wakes
+
+
+def test_is_zero_ignores_the_active_claims_gauge() -> None:
+    assert ClaimMetricsSnapshot(active_claims=5).is_zero()
+    assert not ClaimMetricsSnapshot(renewal_failures=1).is_zero()
