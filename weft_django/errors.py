@@ -19,8 +19,10 @@ caller asked for something specific and cannot have it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
-from typing import Any, ClassVar, Final, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Literal, TypeVar, dataclass_transform
 
 AsyncActivityTokenErrorKind = Literal["unknown", "used"]
 ActivityErrorKind = Literal["error", "timeout", "non_retryable"]
@@ -45,14 +47,36 @@ def _ms_to_iso(ms: int) -> str:
     return f"{moment.isoformat().replace('+00:00', 'Z')} ({ms} ms)"
 
 
+_E = TypeVar("_E", bound="WeftError")
+
+
+@dataclass_transform(eq_default=False)
+def _error(cls: type[_E]) -> type[_E]:
+    """Make ``cls``'s annotated fields its constructor (a dataclass that keeps
+    exception identity, ``repr`` and hashing) and record them as ``_fields``."""
+    made = dataclass(eq=False, repr=False)(cls)
+    made._fields = tuple(f.name for f in dataclasses.fields(made))  # type: ignore[arg-type]
+    return made
+
+
 class WeftError(Exception):
-    """Base class of every weft-django error (never raised itself)."""
+    """Base class of every weft-django error (never raised itself).
+
+    A subclass declares its fields as annotations and its sentence in
+    ``_message()``; ``@_error`` generates the constructor.
+    """
 
     code: ClassVar[str] = "weft_error"
-    http_status: int = 500
+    http_status: ClassVar[int] = 500
     _fields: ClassVar[tuple[str, ...]] = ()
     # as_dict() key for a field whose name clashes with "code" or "message".
     _dict_keys: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        raise NotImplementedError
 
     def fields(self) -> dict[str, Any]:
         """The constructor fields by name."""
@@ -69,203 +93,212 @@ class WeftError(Exception):
         return (_rebuild_error, (type(self), self.fields()))
 
 
+@_error
 class WorkflowClaimUnavailableError(WeftError):
     """Another engine holds a live, unexpired claim on the workflow."""
 
     code = "workflow_claim_unavailable"
     http_status = 409
-    _fields = ("workflow_id", "held_by")
+    workflow_id: str
+    held_by: str | None
 
-    def __init__(self, workflow_id: str, held_by: str | None) -> None:
-        self.workflow_id = workflow_id
-        self.held_by = held_by
-        super().__init__(
-            f'Could not acquire the ownership claim for workflow "{workflow_id}" (held by '
-            f"{_holder_text(held_by)}): its claim is live. Retry later; if that engine crashed, "
-            "its claim becomes eligible for takeover once it expires."
+    def _message(self) -> str:
+        return (
+            f'Could not acquire the ownership claim for workflow "{self.workflow_id}" (held by '
+            f"{_holder_text(self.held_by)}): its claim is live. Retry later; if that engine "
+            "crashed, its claim becomes eligible for takeover once it expires."
         )
 
 
+@_error
 class OwnershipModeMismatchError(WeftError):
     """This engine's configured ownership mode disagrees with the store's marker."""
 
     code = "ownership_mode_mismatch"
     http_status = 409
-    _fields = ("configured_mode", "stored_mode", "established_at")
+    configured_mode: str
+    stored_mode: str
+    established_at: int
 
-    def __init__(self, configured_mode: str, stored_mode: str, established_at: int) -> None:
-        self.configured_mode = configured_mode
-        self.stored_mode = stored_mode
-        self.established_at = established_at
-        super().__init__(
-            f"This engine is configured with OWNERSHIP={configured_mode!r}, but the store's "
-            f"ownership-mode marker records {stored_mode!r} (established at "
-            f"{_ms_to_iso(established_at)}). Every engine sharing a database must agree on "
-            "the mode: stop every engine, pick one mode, and restart them all. Run "
+    def _message(self) -> str:
+        return (
+            f"This engine is configured with OWNERSHIP={self.configured_mode!r}, but the "
+            f"store's ownership-mode marker records {self.stored_mode!r} (established at "
+            f"{_ms_to_iso(self.established_at)}). Every engine sharing a database must agree "
+            "on the mode: stop every engine, pick one mode, and restart them all. Run "
             "`manage.py weft_reset_mode` only while no engine is alive."
         )
 
 
+@_error
 class EngineDeposedError(WeftError):
     """A fenced write lost its precondition: another engine owns the work now (internal)."""
 
     code = "engine_deposed"
     http_status = 409
-    _fields = ("workflow_id",)
+    workflow_id: str | None = None
 
-    def __init__(self, workflow_id: str | None = None) -> None:
-        self.workflow_id = workflow_id
+    def _message(self) -> str:
         what, then = (
             ("the store's ownership lease", "This engine is halting.")
-            if workflow_id is None
-            else (f'workflow "{workflow_id}"\'s ownership claim', "This engine stops driving it.")
+            if self.workflow_id is None
+            else (
+                f'workflow "{self.workflow_id}"\'s ownership claim',
+                "This engine stops driving it.",
+            )
         )
-        super().__init__(
+        return (
             "Engine was deposed: a fenced durable write lost its precondition because another "
             f"engine now holds {what} at a newer epoch. {then}"
         )
 
 
+@_error
 class EngineLeaseAcquisitionTimeoutError(WeftError):
     """A standby engine waited ``LEASE_WAIT_TIMEOUT`` without getting the global lease."""
 
     code = "engine_lease_acquisition_timeout"
     http_status = 503
-    _fields = ("waited_ms", "held_by")
+    waited_ms: int
+    held_by: str | None
 
-    def __init__(self, waited_ms: int, held_by: str | None) -> None:
-        self.waited_ms = waited_ms
-        self.held_by = held_by
-        super().__init__(
-            f"Could not acquire the store's ownership lease within {waited_ms} ms (currently "
-            f"held by {_holder_text(held_by)}). Another engine still holds it; this engine "
-            "takes over only once that lease expires."
+    def _message(self) -> str:
+        return (
+            f"Could not acquire the store's ownership lease within {self.waited_ms} ms "
+            f"(currently held by {_holder_text(self.held_by)}). Another engine still holds "
+            "it; this engine takes over only once that lease expires."
         )
 
 
+@_error
 class EngineLeaseCorruptedError(WeftError):
     """The global lease rows cannot be decoded and so cannot be used safely."""
 
     code = "engine_lease_corrupted"
     http_status = 500
-    _fields = ("detail",)
+    detail: str
 
-    def __init__(self, detail: str) -> None:
-        self.detail = detail
-        super().__init__(
+    def _message(self) -> str:
+        return (
             "The ownership lease stored in the database is corrupt and cannot be used "
-            f"safely: {detail}. Repair it (with every engine stopped) before restarting."
+            f"safely: {self.detail}. Repair it (with every engine stopped) before restarting."
         )
 
 
+@_error
 class WorkflowNotFound(WeftError):
     """No run exists for the workflow id."""
 
     code = "workflow_not_found"
     http_status = 404
-    _fields = ("workflow_id",)
+    workflow_id: str
 
-    def __init__(self, workflow_id: str) -> None:
-        self.workflow_id = workflow_id
-        super().__init__(f'No workflow with id "{workflow_id}" exists.')
+    def _message(self) -> str:
+        return f'No workflow with id "{self.workflow_id}" exists.'
 
 
+@_error
 class UnknownWorkflowType(WeftError):
     """No ``@workflow`` is registered under the name."""
 
     code = "unknown_workflow_type"
     http_status = 400
-    _fields = ("name",)
+    name: str
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(
-            f'No workflow type named "{name}" is registered (check the @workflow name and that '
-            "its module is autodiscovered in this process)."
+    def _message(self) -> str:
+        return (
+            f'No workflow type named "{self.name}" is registered (check the @workflow name '
+            "and that its module is autodiscovered in this process)."
         )
 
 
+@_error
 class WorkflowAlreadyRunning(WeftError):
     """A live (non-terminal) run already exists for the workflow id."""
 
     code = "workflow_already_running"
     http_status = 409
-    _fields = ("workflow_id", "run_id")
+    workflow_id: str
+    run_id: str | None = None
 
-    def __init__(self, workflow_id: str, run_id: str | None = None) -> None:
-        self.workflow_id = workflow_id
-        self.run_id = run_id
-        run = f" (run {run_id})" if run_id is not None else ""
-        super().__init__(f'Workflow "{workflow_id}" already has a live run{run}.')
+    def _message(self) -> str:
+        run = f" (run {self.run_id})" if self.run_id is not None else ""
+        return f'Workflow "{self.workflow_id}" already has a live run{run}.'
 
 
+@_error
 class IdempotencyConflictError(WeftError):
     """An idempotency key was reused for a different workflow name."""
 
     code = "idempotency_conflict"
     http_status = 409
-    _fields = ("idempotency_key", "existing_name", "requested_name")
+    idempotency_key: str
+    existing_name: str
+    requested_name: str
 
-    def __init__(self, idempotency_key: str, existing_name: str, requested_name: str) -> None:
-        self.idempotency_key = idempotency_key
-        self.existing_name = existing_name
-        self.requested_name = requested_name
-        super().__init__(
-            f'Idempotency key "{idempotency_key}" already started workflow "{existing_name}"; '
-            f'it cannot be reused to start "{requested_name}".'
+    def _message(self) -> str:
+        return (
+            f'Idempotency key "{self.idempotency_key}" already started workflow '
+            f'"{self.existing_name}"; it cannot be reused to start "{self.requested_name}".'
         )
 
 
+@_error
 class InvalidTransitionError(WeftError):
     """The action does not fit the run's current status; nothing was written."""
 
     code = "invalid_transition"
     http_status = 409
-    _fields = ("workflow_id", "status", "action")
+    workflow_id: str
+    status: str
+    action: str
 
-    def __init__(self, workflow_id: str, status: str, action: str) -> None:
-        self.workflow_id = workflow_id
-        self.status = status
-        self.action = action
-        super().__init__(f'Cannot {action} workflow "{workflow_id}": its latest run is {status}.')
+    def _message(self) -> str:
+        return (
+            f'Cannot {self.action} workflow "{self.workflow_id}": its latest run is '
+            f"{self.status}."
+        )
 
 
+@_error
 class AsyncActivityTokenError(WeftError):
     """An async-activity completion named an unknown or already-used token."""
 
     code = "async_activity_token"
     http_status = 404  # class default (unknown); a used token gives 409 on the instance
-    _fields = ("kind",)
+    kind: AsyncActivityTokenErrorKind
 
-    def __init__(self, kind: AsyncActivityTokenErrorKind) -> None:
-        self.kind = kind
-        self.http_status = 409 if kind == "used" else 404
-        super().__init__(
-            "This async-activity token was already used; a token completes once."
-            if kind == "used"
-            else "This async-activity token is unknown (never issued, or purged)."
-        )
+    def __post_init__(self) -> None:
+        self.http_status = 409 if self.kind == "used" else 404  # type: ignore[misc]
+        super().__post_init__()
+
+    def _message(self) -> str:
+        if self.kind == "used":
+            return "This async-activity token was already used; a token completes once."
+        return "This async-activity token is unknown (never issued, or purged)."
 
 
+@_error
 class NonDeterminismError(WeftError):
     """Replay produced a different command than the journal recorded at a position."""
 
     code = "non_determinism"
     http_status = 409
-    _fields = ("workflow_id", "position", "recorded", "new")
+    workflow_id: str
+    position: int
+    recorded: str
+    new: str
 
-    def __init__(self, workflow_id: str, position: int, recorded: str, new: str) -> None:
-        self.workflow_id = workflow_id
-        self.position = position
-        self.recorded = recorded
-        self.new = new
-        super().__init__(
-            f'Workflow "{workflow_id}" is not deterministic: at journal position {position} '
-            f"it recorded {recorded} but replay now yields {new}. Workflow code changed under "
-            "a live run, or depends on something other than its input and journal."
+    def _message(self) -> str:
+        return (
+            f'Workflow "{self.workflow_id}" is not deterministic: at journal position '
+            f"{self.position} it recorded {self.recorded} but replay now yields {self.new}. "
+            "Workflow code changed under a live run, or depends on something other than its "
+            "input and journal."
         )
 
 
+@_error
 class ActivityError(WeftError):
     """An activity failed for good (retries exhausted, timed out, or non-retryable).
 
@@ -275,97 +308,91 @@ class ActivityError(WeftError):
 
     code = "activity_failed"
     http_status = 500
-    _fields = ("activity", "message", "kind", "error_type", "attempts")
     _dict_keys = {"message": "error_message"}
+    activity: str
+    message: str
+    kind: ActivityErrorKind = "error"
+    error_type: str | None = None
+    attempts: int = 1
 
-    def __init__(
-        self,
-        activity: str,
-        message: str,
-        kind: ActivityErrorKind = "error",
-        error_type: str | None = None,
-        attempts: int = 1,
-    ) -> None:
-        self.activity = activity
-        self.message = message
-        self.kind = kind
-        self.error_type = error_type
-        self.attempts = attempts
-        verb, plural = _VERBS.get(kind, kind), "" if attempts == 1 else "s"
-        typ = f"{error_type}: " if error_type else ""
-        super().__init__(
-            f'Activity "{activity}" {verb} after {attempts} attempt{plural}: {typ}{message}'
+    def _message(self) -> str:
+        verb, plural = _VERBS.get(self.kind, self.kind), "" if self.attempts == 1 else "s"
+        typ = f"{self.error_type}: " if self.error_type else ""
+        return (
+            f'Activity "{self.activity}" {verb} after {self.attempts} attempt{plural}: '
+            f"{typ}{self.message}"
         )
 
 
+@_error
 class ChildWorkflowError(WeftError):
     """A child workflow ended without a result (failed, cancelled or timed out)."""
 
     code = "child_workflow_failed"
     http_status = 500
-    _fields = ("workflow_id", "status", "error")
+    workflow_id: str
+    status: str
+    error: Any
 
-    def __init__(self, workflow_id: str, status: str, error: Any) -> None:
-        self.workflow_id = workflow_id
-        self.status = status
-        self.error = error
-        super().__init__(f'Child workflow "{workflow_id}" ended {status}: {error!r}')
+    def _message(self) -> str:
+        return f'Child workflow "{self.workflow_id}" ended {self.status}: {self.error!r}'
 
 
+@_error
 class WorkflowTimeoutError(WeftError):
     """Raised inside a workflow when one of its waits times out."""
 
     code = "workflow_timeout"
     http_status = 504
-    _fields = ("workflow_id", "what")
+    workflow_id: str
+    what: str
 
-    def __init__(self, workflow_id: str, what: str) -> None:
-        self.workflow_id = workflow_id
-        self.what = what
-        super().__init__(f'Workflow "{workflow_id}" timed out waiting for {what}.')
+    def _message(self) -> str:
+        return f'Workflow "{self.workflow_id}" timed out waiting for {self.what}.'
 
 
+@_error
 class WorkflowFailedError(WeftError):
     """The run ended failed, cancelled or timed out; carries the recorded error dict."""
 
     code = "workflow_failed"
     http_status = 500
-    _fields = ("workflow_id", "status", "error")
+    workflow_id: str
+    status: str
+    error: Any
 
-    def __init__(self, workflow_id: str, status: str, error: Any) -> None:
-        self.workflow_id = workflow_id
-        self.status = status
-        self.error = error
-        super().__init__(f'Workflow "{workflow_id}" ended {status}: {error!r}')
+    def _message(self) -> str:
+        return f'Workflow "{self.workflow_id}" ended {self.status}: {self.error!r}'
 
 
+@_error
 class NotLocallyOwned(WeftError):
     """An engine-level local call for a run this engine does not own."""
 
     code = "not_locally_owned"
     http_status = 409
-    _fields = ("workflow_id", "held_by")
+    workflow_id: str
+    held_by: str | None
 
-    def __init__(self, workflow_id: str, held_by: str | None) -> None:
-        self.workflow_id = workflow_id
-        self.held_by = held_by
-        super().__init__(
-            f'This engine does not own workflow "{workflow_id}" (held by '
-            f"{_holder_text(held_by)}); call it through the client, which routes to the owner."
+    def _message(self) -> str:
+        return (
+            f'This engine does not own workflow "{self.workflow_id}" (held by '
+            f"{_holder_text(self.held_by)}); call it through the client, which routes to the "
+            "owner."
         )
 
 
+@_error
 class PayloadError(WeftError, ValueError):
     """A JSON payload (input, result, signal, API body) was rejected."""
 
     code = "invalid_payload"
     http_status = 400
-    _fields = ("what", "reason")
+    what: str
+    reason: str
 
-    def __init__(self, what: str, reason: str) -> None:
-        self.what = what
-        self.reason = reason
-        super().__init__(f"Invalid {what}: {reason}")
+    def _message(self) -> str:
+        return f"Invalid {self.what}: {self.reason}"
 
 
 ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
