@@ -52,7 +52,7 @@ from weft_django.ownership.lease import GlobalLeaseManager
 from weft_django.ownership.transitions import ClaimSnapshot, build_rotation
 from weft_django.warnings import WeftLeaseLostWarning, WeftWorkflowClaimLostWarning
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.usefixtures("batch_db")
 
 
 def _claim(workflow_id: str, epoch: int = 0, holder=ABSENT_HOLDER) -> WorkflowClaim:

@@ -23,7 +23,7 @@ from weft_django.ownership.registry import ClaimRegistry
 from weft_django.ownership.transitions import EpochExhaustedError, build_rotation
 from weft_django.warnings import WeftWorkflowWakeDiscardedWarning
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.usefixtures("batch_db")
 
 FAR = 10**12  # an expiry far in the future: only corruption makes these stealable
 

@@ -15,10 +15,10 @@ import pytest
 from django.db.models import F
 from django.forms.models import model_to_dict
 
+from weft_django.db.single_row import insert_row, update_by_pk
 from weft_django.models import JournalEntry, Timer, WorkflowRun
-from weft_django.ownership.fast_sql import insert_row, update_by_pk
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.usefixtures("batch_db")
 
 
 def _twin_runs() -> tuple[WorkflowRun, WorkflowRun]:

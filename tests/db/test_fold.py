@@ -23,8 +23,9 @@ from weft_django.ownership.fold import (
     prepare_claim_fold,
     raise_claim_unavailable,
 )
+from weft_django.ownership.lease import GlobalLeaseManager
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.usefixtures("batch_db")
 
 
 def _pending_run(workflow_id: str = "wf") -> WorkflowRun:
@@ -243,8 +244,6 @@ def test_enabling_write_of_a_held_claim_is_fenced(clock: ManualClock) -> None:
 def test_enabling_write_outside_workflow_lease_is_one_fenced_commit(
     clock: ManualClock, mode: str
 ) -> None:
-    from weft_django.ownership.lease import GlobalLeaseManager
-
     host = StaticHost("engine-a", clock, ownership=mode)
     if mode == "lease":
         host.lease = GlobalLeaseManager(

@@ -32,7 +32,7 @@ from weft_django.ownership.gates import (
     run_gates,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.usefixtures("batch_db")
 
 
 def _marker() -> tuple[str, int]:

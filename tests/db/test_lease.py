@@ -19,7 +19,7 @@ from weft_django.models import GlobalLease
 from weft_django.ownership.lease import GlobalLeaseManager
 from weft_django.warnings import WeftLeaseLostWarning
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.usefixtures("batch_db")
 
 TTL = 30_000
 RENEW = 5_000

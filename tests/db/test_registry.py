@@ -31,7 +31,7 @@ from weft_django.ownership.registry import ClaimRegistry, takeover_with_retries
 from weft_django.ownership.transitions import build_rotation
 from weft_django.warnings import WeftWorkflowClaimLostWarning
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.usefixtures("batch_db")
 
 TTL = 30_000
 RENEW = 5_000

@@ -59,7 +59,7 @@ class PostgreSQLOps(StoreOps):
     supports_joint_lock: ClassVar[bool] = True
 
     def __init__(self) -> None:
-        # Built once per shape: building the SQL showed in the claim profile.
+        # Built once per shape: the claim statement is the protocol's hottest one.
         self._statements: dict[tuple[type[models.Model], bool, tuple[bool, ...] | None], str] = {}
         self._fields: dict[type[models.Model], tuple[tuple[str, str], ...]] = {}
 
