@@ -6,13 +6,12 @@ The ownership package must never import the runtime above it; the engine
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from weft_django.conf import OwnershipMode, WeftSettings
-    from weft_django.ownership.lease import GlobalLeaseManager
-    from weft_django.ownership.metrics import ClaimMetrics
-    from weft_django.ownership.registry import ClaimRegistry
+from weft_django.conf import OwnershipMode, WeftSettings
+from weft_django.ownership.lease import GlobalLeaseManager
+from weft_django.ownership.metrics import ClaimMetrics
+from weft_django.ownership.registry import ClaimRegistry
 
 
 class OwnershipHost(Protocol):
