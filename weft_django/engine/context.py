@@ -64,7 +64,7 @@ def duration_ms(value: timedelta | float | int | None, what: str) -> int | None:
     return optional_ms(value, what)
 
 
-class _ReplayAwareLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _ReplayAwareLogger(logging.LoggerAdapter[logging.Logger]):
     """Silent while the replay is re-running recorded history."""
 
     def __init__(self, logger: logging.Logger, ctx: WorkflowContext) -> None:

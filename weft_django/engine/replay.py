@@ -17,14 +17,9 @@ imports the context, never the reverse.
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
-
-from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connections
 
 from weft_django.engine.commands import (
     LEAF_COMMANDS,
@@ -38,6 +33,8 @@ from weft_django.engine.commands import (
 from weft_django.engine.context import SideEffectKind, WorkflowContext
 from weft_django.engine.definitions import WorkflowDefinition
 from weft_django.engine.errors_codec import error_record, rebuild_error
+from weft_django.engine.sandbox import WorkflowDatabaseAccessError as WorkflowDatabaseAccessError
+from weft_django.engine.sandbox import database_refused, json_copy
 from weft_django.errors import NonDeterminismError
 
 RecordedKind = SideEffectKind | Literal["patch"]
@@ -128,31 +125,6 @@ class _Divergence(BaseException):
     def __init__(self, error: NonDeterminismError) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-class WorkflowDatabaseAccessError(RuntimeError):
-    """A workflow body touched the database (ORM work belongs in activities)."""
-
-
-def _refuse_database(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-    raise WorkflowDatabaseAccessError(
-        "Database access from a workflow body is not allowed: it would not be replayed "
-        "deterministically. Move ORM work into an @activity and ctx.run() it. "
-        f"(query: {sql[:80]!r})"
-    )
-
-
-@contextlib.contextmanager
-def database_refused() -> Iterator[None]:
-    with contextlib.ExitStack() as stack:
-        for alias in connections:
-            stack.enter_context(connections[alias].execute_wrapper(_refuse_database))
-        yield
-
-
-def json_copy(value: Any) -> Any:
-    """The JSON round trip every value takes before it enters the generator."""
-    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
 
 
 class Replay:

@@ -35,8 +35,6 @@ from weft_django.models import WorkflowRun
 
 logger = logging.getLogger("weft_django.engine")
 
-DRIVING = DRIVABLE_STATUSES
-"""Old name of ``DRIVABLE_STATUSES``; kept for imports."""
 MAX_STEPS = 100_000
 
 
@@ -44,13 +42,15 @@ class Turn(TurnState):
     """Drive one run from its current park point to the next (or to its end)."""
 
     def drive(self) -> str:
-        """Returns the status the run was left in."""
+        """Returns the status the turn asked for (``completed`` even when the
+        result was not a valid payload and the run was failed instead)."""
         for _ in range(MAX_STEPS):
             if self.replay is None:
                 try:
                     definition = get_workflow(self.run.name)
                 except UnknownWorkflowType as exc:
-                    return stop(self, "suspended", error=error_record(exc), release=True)
+                    stop(self, "suspended", error=error_record(exc), release=True)
+                    return "suspended"
                 self.replay = Replay(
                     definition,
                     workflow_id=self.run.workflow_id,
@@ -62,11 +62,14 @@ class Turn(TurnState):
                 )
             outcome = self.replay.advance()
             if isinstance(outcome, Finished):
-                return stop(self, "completed", result=outcome.result, release=True)
+                stop(self, "completed", result=outcome.result, release=True)
+                return "completed"
             if isinstance(outcome, Failed):
-                return stop(self, "failed", error=outcome.error, release=True)
+                stop(self, "failed", error=outcome.error, release=True)
+                return "failed"
             if isinstance(outcome, Diverged):
-                return stop(self, "suspended", error=error_record(outcome.error), release=True)
+                stop(self, "suspended", error=error_record(outcome.error), release=True)
+                return "suspended"
             if isinstance(outcome, ContinuedAsNew):
                 continue_as_new(self, outcome.input)
                 continue
@@ -110,4 +113,4 @@ def _position(leaf: Leaf) -> int:
     return leaf.id
 
 
-__all__ = ["DRIVABLE_STATUSES", "DRIVING", "MAX_STEPS", "Turn", "TurnAborted"]
+__all__ = ["DRIVABLE_STATUSES", "MAX_STEPS", "Turn", "TurnAborted"]
