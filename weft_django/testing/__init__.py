@@ -7,31 +7,49 @@ next ``run_until_idle``), and assert on journals. Use it through the pytest
 fixture ``weft_env`` (add ``pytest_plugins = ["weft_django.testing"]`` to
 your ``conftest.py``) or the ``WeftTestMixin`` for ``TestCase`` classes.
 Tests need the database (``@pytest.mark.django_db(transaction=True)``).
+
+Why a package: pytest is imported only by ``pytest_plugin`` (the fixture),
+so a unittest project can import ``WeftTestMixin`` without pytest installed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
+from weft_django.durations import to_ms
 from weft_django.models import JournalEntry, WorkflowRun
+
+#: pytest loads the fixture module when a project names this package in its
+#: own ``pytest_plugins``; nothing here imports pytest.
+pytest_plugins = ["weft_django.testing.pytest_plugin"]
 
 
 class FakeClock:
-    """An integer-ms clock that moves only when told to."""
+    """An integer-ms clock that moves only when told to: the engine clock of tests.
+
+    Callable like every engine clock (``Clock`` in ``weft_django.clock``);
+    ``now`` is the current value and may be assigned directly.
+    """
 
     def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self.now = start_ms
+        self.now = int(start_ms)
 
     def __call__(self) -> int:
         return self.now
 
     def advance(self, duration: timedelta | float) -> int:
-        seconds = duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
-        self.now += round(seconds * 1000)
+        """Move forward by ``duration`` (a ``timedelta`` or seconds); returns the new ms."""
+        return self.advance_ms(to_ms(duration, "FakeClock.advance duration"))
+
+    def advance_ms(self, ms: int) -> int:
+        """Move by ``ms`` integer milliseconds (negative moves back); returns the new ms."""
+        self.now += int(ms)
+        return self.now
+
+    def set_ms(self, ms: int) -> int:
+        """Jump to ``ms``; returns it."""
+        self.now = int(ms)
         return self.now
 
 
@@ -70,16 +88,6 @@ class WorkflowTestEnvironment:
         self.engine.dispose(grace=0)
 
 
-@pytest.fixture
-def weft_env() -> Iterator[WorkflowTestEnvironment]:
-    """A ``WorkflowTestEnvironment`` (needs ``django_db(transaction=True)``)."""
-    env = WorkflowTestEnvironment()
-    try:
-        yield env
-    finally:
-        env.close()
-
-
 class WeftTestMixin:
     """For ``TransactionTestCase``: ``self.weft`` is a fresh environment per test."""
 
@@ -92,3 +100,15 @@ class WeftTestMixin:
     def tearDown(self) -> None:
         self.weft.close()
         super().tearDown()  # type: ignore[misc]
+
+
+def __getattr__(name: str) -> Any:
+    """``from weft_django.testing import weft_env`` still works, importing pytest only then."""
+    if name == "weft_env":
+        from weft_django.testing.pytest_plugin import weft_env
+
+        return weft_env
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["FakeClock", "WeftTestMixin", "WorkflowTestEnvironment"]
