@@ -20,10 +20,8 @@ import math
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata
@@ -31,7 +29,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from devtools import procs
+from devtools.procs import REPO_ROOT, ChildGroup, wait_for
+
 #: ``WEFT_BENCH_OUT`` moves the JSON, logs and pictures (the smoke test: its tiny
 #: run must not overwrite the figures of a real one).
 OUT_DIR = Path(os.environ.get("WEFT_BENCH_OUT") or REPO_ROOT / "benchmarks" / "out")
@@ -84,13 +84,9 @@ def create_database(name: str, url: str | None = None, drop: bool = False) -> No
 
 
 def child_env(url: str | None = None, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["DATABASE_URL"] = url or bench_url()
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    env["DJANGO_DEBUG"] = "0"  # production-like: no query log (CursorDebugWrapper)
-    env.update(extra)
-    return env
+    """``devtools.procs.child_env`` on ``weft_bench``, production-like (no query log)."""
+    base = {"DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0"}
+    return procs.child_env(url or bench_url(), **{**base, **extra})
 
 
 def ensure_database(url: str | None = None) -> None:
@@ -354,103 +350,12 @@ def db_stats(conn: Any) -> dict[str, int]:
 STATS_OVERHEAD = 3  # the autocommit statements of one ``db_stats`` call
 
 
-# -- processes ---------------------------------------------------------------------------
+# -- processes (devtools.procs: the same helpers as the tests) ---------------------------
 
 
-class Proc:
-    """A child process in its own process group, its output in a log file.
-
-    ``term_main_only``: ``stop`` sends SIGTERM to the main process alone (a
-    Celery node: its warm shutdown drains the pool and releases the claims;
-    a SIGTERM to the pool children as well would turn it into a cold one).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        argv: list[str],
-        env: dict[str, str],
-        cwd: Path = REPO_ROOT,
-        capture: bool = False,
-        term_main_only: bool = False,
-    ) -> None:
-        LOG_DIR.mkdir(parents=True, exist_ok=True)
-        self.name = name
-        self.term_main_only = term_main_only
-        self._terminated = False
-        self.log_path = LOG_DIR / f"{name}.log"
-        self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if capture else self._log,
-            stderr=self._log if capture else subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        self.lines: list[str] = []
-        self._reader: threading.Thread | None = None
-        if capture:
-            self._reader = threading.Thread(target=self._read, daemon=True)
-            self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def output_json(self) -> dict[str, Any] | None:
-        """The last line of captured stdout that parses as a JSON object."""
-        if self._reader is not None:
-            self._reader.join(timeout=10)
-        for line in reversed(self.lines):
-            with contextlib.suppress(ValueError):
-                value = json.loads(line)
-                if isinstance(value, dict):
-                    return value
-        return None
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text()
-
-    def signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signum)
-
-    def terminate(self) -> None:
-        """Send the SIGTERM of ``stop`` without waiting (stop several at once)."""
-        if self.proc.poll() is None and not self._terminated:
-            self._terminated = True
-            if self.term_main_only:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.proc.pid, signal.SIGTERM)
-            else:
-                self.signal_group(signal.SIGTERM)
-
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM, wait up to ``timeout``, then SIGKILL the group."""
-        if self.proc.poll() is None:
-            self.terminate()
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        if self.term_main_only:
-            self.signal_group(signal.SIGKILL)  # leftovers of the group, if any
-        self._log.close()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        self.signal_group(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=20)
+def spawn(name: str, argv: list[str], env: dict[str, str], *, capture: bool = False) -> ChildGroup:
+    """A child in its own process group, logging to ``benchmarks/out/logs/<name>.log``."""
+    return ChildGroup(argv, LOG_DIR / f"{name}.log", env, capture_stdout=capture)
 
 
 #: ``python -c WORKER_LAUNCHER <command> ...`` = ``manage.py <command> ...`` with
@@ -462,12 +367,12 @@ WORKER_LAUNCHER = (
 )
 
 
-def weft_worker(name: str, *extra: str, env: dict[str, str] | None = None) -> Proc:
+def weft_worker(name: str, *extra: str, env: dict[str, str] | None = None) -> ChildGroup:
     """``manage.py weft_worker --engine-id <name>`` on ``weft_bench``."""
     url = bench_url()
     environment = child_env(f"{url}?application_name={quote(name)}", **(env or {}))
     argv = [sys.executable, "-c", WORKER_LAUNCHER, "weft_worker", "--engine-id", name]
-    return Proc(name, [*argv, "--grace", "5", "--log-level", "WARNING", *extra], environment)
+    return spawn(name, [*argv, "--grace", "5", "--log-level", "WARNING", *extra], environment)
 
 
 # -- Celery ------------------------------------------------------------------------------
@@ -513,13 +418,22 @@ def uninstall_celery(app: Any) -> None:
         app.close()
 
 
+class CeleryNode(ChildGroup):
+    """A Celery node (``node`` is its ``name@host``); ``stop`` is a warm shutdown."""
+
+    def __init__(self, name: str, node: str, env: dict[str, str], **command: Any) -> None:
+        argv = procs.celery_worker_command(node, **command)
+        super().__init__(argv, LOG_DIR / f"{name}.log", env, term_main_only=True)
+        self.node = node
+
+
 def celery_node(
     name: str,
     *,
     pool: str = CELERY_POOL,
     concurrency: int = CELERY_CONCURRENCY,
     env: dict[str, str] | None = None,
-) -> Proc:
+) -> CeleryNode:
     """``celery -A project worker`` (one weft engine per node) on ``weft_bench``.
 
     Log level WARNING like the standalone engines; mingle, gossip and the
@@ -531,77 +445,39 @@ def celery_node(
     environment = child_env(
         f"{url}?application_name={quote(name)}", CELERY_BROKER_URL=broker_url(), **(env or {})
     )
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "project",
-        "worker",
-        "-n",
+    return CeleryNode(
+        name,
         node,
-        "-P",
-        pool,
-        "-c",
-        str(concurrency),
-        "-l",
-        "WARNING",
-        "-I",
-        "benchmarks.workflows",
-        "--without-mingle",
-        "--without-gossip",
-        "--without-heartbeat",
-    ]
-    proc = Proc(name, argv, environment, term_main_only=True)
-    proc.node = node  # type: ignore[attr-defined]
-    return proc
+        environment,
+        pool=pool,
+        concurrency=concurrency,
+        loglevel="WARNING",
+        imports=["benchmarks.workflows"],
+        heartbeat=False,
+    )
 
 
-def wait_celery_ready(nodes: Sequence[Proc], timeout: float = 120) -> None:
+def wait_celery_ready(nodes: Sequence[CeleryNode], timeout: float = 120) -> None:
     """Each node's engine booted (``EngineRecord``) and its consumer ready."""
     from benchmarks.workflows import READY_MARK
     from weft_django.models import EngineRecord
 
-    names = [n.node for n in nodes]  # type: ignore[attr-defined]
-    wait_until(
+    names = [n.node for n in nodes]
+    wait_for(
         f"{len(nodes)} Celery nodes to boot",
         lambda: (
             EngineRecord.objects.filter(node_name__in=names, stopped_at=None).count() >= len(nodes)
             and all(READY_MARK in n.log() for n in nodes)
         ),
+        *nodes,
         timeout=timeout,
-        procs=nodes,
         interval=0.1,
     )
 
 
-def stop_all(procs: Sequence[Proc]) -> None:
+def stop_all(children: Sequence[ChildGroup]) -> None:
     """SIGTERM every process first, then wait for each: N warm shutdowns in parallel."""
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        p.stop()
-
-
-def wait_until(
-    what: str,
-    probe: Callable[[], Any],
-    timeout: float,
-    procs: Sequence[Proc] = (),
-    interval: float = 0.05,
-) -> Any:
-    """Poll ``probe`` until truthy; fail with the children's logs on timeout or exit."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        for p in procs:
-            if p.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{p.name} exited {p.proc.returncode} waiting for {what}:\n{p.log()[-4000:]}"
-                )
-        if time.monotonic() > deadline:
-            logs = "\n".join(f"--- {p.name}\n{p.log()[-2000:]}" for p in procs)
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}\n{logs}")
-        time.sleep(interval)
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.stop()

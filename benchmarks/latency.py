@@ -143,7 +143,7 @@ def celery_round_trips(app: Any, node: str, samples: int, eta_ms: float | None) 
 # -- wakes ------------------------------------------------------------------------------
 
 
-def start_engine(mode: str, tag: str) -> common.Proc:
+def start_engine(mode: str, tag: str) -> common.ChildGroup:
     """One booted, idle engine: a ``weft_worker`` (NOTIFY on, or ``--no-listen``)
     or a Celery node (``celery -A project worker``, one engine)."""
     from weft_django.models import EngineRecord
@@ -155,11 +155,17 @@ def start_engine(mode: str, tag: str) -> common.Proc:
         return node
     extra = ("--no-listen",) if mode == "polling" else ()
     worker = common.weft_worker(f"bench-lat-{tag}", *extra)
-    common.wait_until("the engine to boot", lambda: EngineRecord.objects.exists(), 120, [worker])
+    common.wait_for(
+        "the engine to boot",
+        lambda: EngineRecord.objects.exists(),
+        worker,
+        timeout=120,
+        interval=0.05,
+    )
     return worker
 
 
-def signal_wake(i: int, tag: str, worker: common.Proc) -> float:
+def signal_wake(i: int, tag: str, worker: common.ChildGroup) -> float:
     """Start a ``signal-wait`` run, let it park, signal it from this process (a
     client, not its owner): ms from the signal's commit to the run's completion."""
     from weft_django import client
@@ -168,28 +174,28 @@ def signal_wake(i: int, tag: str, worker: common.Proc) -> float:
     wid = f"wake-{tag}-{i}"
     handle = client.start("signal-wait", {"id": wid}, workflow_id=wid)
     run = WorkflowRun.objects.filter(pk=handle.run_id)
-    common.wait_until(
+    common.wait_for(
         "the run to park",
         lambda: run.filter(status="parked").exists(),
-        30,
-        [worker],
+        worker,
+        timeout=30,
         interval=0.005,
     )
     time.sleep(0.05)  # let the parking turn finish its bookkeeping
     t0 = time.time() * 1000
     client.signal(wid, "go", i)
-    common.wait_until(
+    common.wait_for(
         "the signal's turn",
         lambda: run.filter(status="completed").exists(),
-        30,
-        [worker],
+        worker,
+        timeout=30,
         interval=0.002,
     )
     finished = run.values_list("finished_at", flat=True).get()
     return _ms(finished) - t0
 
 
-def timer_wakes(k: int, tag: str, worker: common.Proc) -> tuple[list[float], int]:
+def timer_wakes(k: int, tag: str, worker: common.ChildGroup) -> tuple[list[float], int]:
     """K ``bench-sleeper`` runs, their timers due TIMER_BASE_MS + i × STAGGER_MS
     after the start (staggered: one wake at a time, no queueing): ms from each
     timer's ``fire_at`` to the completion its turn commits. A timer due before
@@ -215,14 +221,14 @@ def timer_wakes(k: int, tag: str, worker: common.Proc) -> tuple[list[float], int
             and WorkflowRun.objects.filter(pk__in=ids, status="parked").count() >= k
         )
 
-    common.wait_until(f"{k} sleepers to park", all_parked, 30, [worker], interval=0.01)
+    common.wait_for(f"{k} sleepers to park", all_parked, worker, timeout=30, interval=0.01)
     parked_ms = time.time() * 1000
     finished_rows = WorkflowRun.objects.filter(pk__in=ids)
-    common.wait_until(
+    common.wait_for(
         f"{k} timer wakes",
         lambda: finished_rows.filter(status="completed").count() >= k,
-        30 + k * STAGGER_MS / 1000,
-        [worker],
+        worker,
+        timeout=30 + k * STAGGER_MS / 1000,
         interval=0.05,
     )
     out: list[float] = []
@@ -250,7 +256,7 @@ def wake_block(mode: str, samples: int, starts: int, timers: int) -> dict[str, l
     tag = f"{mode}-{uuid.uuid4().hex[:6]}"
     app = common.install_celery() if mode == "celery" else None
     out: dict[str, list[float]] = {"signal": [], "first": [], "timer": []}
-    worker: common.Proc | None = None
+    worker: common.ChildGroup | None = None
     try:
         worker = start_engine(mode, tag)
         time.sleep(0.5)
@@ -262,11 +268,11 @@ def wake_block(mode: str, samples: int, starts: int, timers: int) -> dict[str, l
             wid = f"first-{tag}-{i}"
             handle = client.start("three-steps", {"id": wid}, workflow_id=wid)
             run = WorkflowRun.objects.filter(pk=handle.run_id)
-            common.wait_until(
+            common.wait_for(
                 "the run to complete",
                 lambda r=run: r.filter(status="completed").exists(),
-                30,
-                [worker],
+                worker,
+                timeout=30,
                 interval=0.01,
             )
             created = run.values_list("created_at", flat=True).get()
@@ -304,36 +310,45 @@ def takeover_trial(k: int) -> list[float]:
     tag = uuid.uuid4().hex[:6]
     timings = {"WEFT_TEST_TIMINGS": "1"}
     a = common.weft_worker(f"bench-owner-{tag}", env=timings)
-    b: common.Proc | None = None
+    b: common.ChildGroup | None = None
     try:
-        common.wait_until(
-            "engine A to boot", lambda: EngineRecord.objects.filter(pk=a.name).exists(), 120, [a]
+        common.wait_for(
+            "engine A to boot",
+            lambda: EngineRecord.objects.filter(pk=a.name).exists(),
+            a,
+            timeout=120,
+            interval=0.05,
         )
         wids = [f"take-{tag}-{i}" for i in range(k)]
         for wid in wids:
             client.start("signal-wait", {"id": wid}, workflow_id=wid)
-        common.wait_until(
+        common.wait_for(
             f"{k} runs parked and held by A",
             lambda: (
                 WorkflowRun.objects.filter(status="parked").count() >= k
                 and WorkflowClaim.objects.filter(engine_id=a.name).count() >= k
             ),
-            60 + k,
-            [a],
+            a,
+            timeout=60 + k,
             interval=0.05,
         )
         b = common.weft_worker(f"bench-taker-{tag}", env=timings)
-        common.wait_until(
-            "engine B to boot", lambda: EngineRecord.objects.filter(pk=b.name).exists(), 120, [a, b]
+        common.wait_for(
+            "engine B to boot",
+            lambda: EngineRecord.objects.filter(pk=b.name).exists(),
+            a,
+            b,
+            timeout=120,
+            interval=0.05,
         )
         time.sleep(0.3)
         killed_ms = time.time() * 1000
         a.signal_group(signal.SIGKILL)
-        common.wait_until(
+        common.wait_for(
             f"B to take over {k} runs",
             lambda: ClaimEvent.objects.filter(kind="takeover", engine_id=b.name).count() >= k,
-            60,
-            [b],
+            b,
+            timeout=60,
             interval=0.05,
         )
         ats = list(

@@ -204,7 +204,7 @@ def key(transport: str, n: int) -> str:
     return f"{n}_engines" if transport == "polling" else f"{n}_celery_nodes"
 
 
-def start_engines(transport: str, n: int, tag: str) -> list[common.Proc]:
+def start_engines(transport: str, n: int, tag: str) -> list[common.ChildGroup]:
     """N booted, idle engines: ``weft_worker``s or Celery nodes (one engine each)."""
     from weft_django.models import EngineRecord
 
@@ -214,11 +214,12 @@ def start_engines(transport: str, n: int, tag: str) -> list[common.Proc]:
         common.wait_celery_ready(nodes)
         return nodes
     workers = [common.weft_worker(f"bench-{tag}-{i}") for i in range(n)]
-    common.wait_until(
+    common.wait_for(
         f"{n} engines to boot",
         lambda: EngineRecord.objects.filter(stopped_at__isnull=True).count() >= n,
+        *workers,
         timeout=120,
-        procs=workers,
+        interval=0.05,
     )
     return workers
 
@@ -233,7 +234,7 @@ def run_ours(n: int, runs: int, stats: Any, transport: str = "polling") -> dict[
     common.reset_tables()
     connections.close_all()
     tag = f"tp{transport[0]}{n}-{uuid.uuid4().hex[:6]}"
-    workers: list[common.Proc] = []
+    workers: list[common.ChildGroup] = []
     app = common.install_celery() if transport == "celery" else None
     try:
         workers = start_engines(transport, n, tag)
@@ -247,9 +248,7 @@ def run_ours(n: int, runs: int, stats: Any, transport: str = "polling") -> dict[
                 raise RuntimeError(f"a run did not complete: {bad.first()}")
             return WorkflowRun.objects.filter(status="completed").count() >= runs
 
-        common.wait_until(
-            f"{runs} runs to complete", done, timeout=60 + runs, procs=workers, interval=0.1
-        )
+        common.wait_for(f"{runs} runs to complete", done, *workers, timeout=60 + runs, interval=0.1)
         after = common.db_stats(stats)
     finally:
         common.stop_all(workers)
@@ -315,7 +314,7 @@ def prepare_dbos() -> None:
         worker.stop()
 
 
-def _dbos_worker(name: str, concurrency: int) -> common.Proc:
+def _dbos_worker(name: str, concurrency: int) -> common.ChildGroup:
     argv = [
         str(dbos_python()),
         str(DBOS_PEER),
@@ -329,15 +328,16 @@ def _dbos_worker(name: str, concurrency: int) -> common.Proc:
         "--worker-concurrency",
         str(concurrency),
     ]
-    return common.Proc(name, argv, dict(os.environ), capture=True)
+    return common.spawn(name, argv, dict(os.environ), capture=True)
 
 
-def _wait_ready(workers: list[common.Proc]) -> None:
-    common.wait_until(
+def _wait_ready(workers: list[common.ChildGroup]) -> None:
+    common.wait_for(
         "DBOS executors to launch",
         lambda: all(any(line.startswith("ready") for line in w.lines) for w in workers),
+        *workers,
         timeout=120,
-        procs=workers,
+        interval=0.05,
     )
 
 
@@ -353,7 +353,7 @@ def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
         _wait_ready(workers)
         time.sleep(0.5)
         before = common.db_stats(stats)
-        producer = common.Proc(
+        producer = common.spawn(
             f"{tag}-enqueue",
             [
                 str(dbos_python()),
@@ -371,8 +371,11 @@ def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
             dict(os.environ),
             capture=True,
         )
-        common.wait_until(
-            "the DBOS producer", lambda: producer.proc.poll() is not None, timeout=60 + runs
+        common.wait_for(
+            "the DBOS producer",
+            lambda: producer.proc.poll() is not None,
+            timeout=60 + runs,
+            interval=0.05,
         )
         produced = producer.output_json() or {}
         if producer.proc.returncode != 0:
@@ -388,9 +391,7 @@ def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
                 raise RuntimeError(f"{row[1]} DBOS workflows failed")
             return bool(row[0] >= runs)
 
-        common.wait_until(
-            f"{runs} DBOS workflows", done, timeout=60 + runs, procs=workers, interval=0.1
-        )
+        common.wait_for(f"{runs} DBOS workflows", done, *workers, timeout=60 + runs, interval=0.1)
         after = common.db_stats(stats)
     finally:
         for w in workers:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import math
-import subprocess
-import textwrap
+import sys
 from datetime import timedelta
 
 import pytest
 
-from tests.support import ManualClock, child_env, python
+from tests.support import ManualClock
 from weft_django.testing import FakeClock
 
 
@@ -35,32 +35,25 @@ def test_the_suites_manual_clock_is_the_fake_clock_in_ms() -> None:
     assert clock.advance(5) == 1_000_005  # ms, as the suite has always meant
 
 
-def test_the_kit_imports_without_pytest() -> None:
+def test_the_kit_imports_without_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
     """A unittest project has no pytest: ``WeftTestMixin`` must import anyway (the fixture
-    lives in ``weft_django.testing.pytest_plugin``, the only module importing pytest)."""
-    script = textwrap.dedent(
-        """
-        import sys
-        sys.modules["pytest"] = None  # any "import pytest" now raises ImportError
-        import django
-        django.setup()
-        from weft_django.testing import FakeClock, WeftTestMixin, WorkflowTestEnvironment
-        try:
-            from weft_django.testing import weft_env
-        except ImportError:
-            print("fixture needs pytest")
-        print("ok", FakeClock()())
-        """
-    )
-    done = subprocess.run(
-        [python(), "-c", script],
-        env=child_env(DJANGO_SETTINGS_MODULE="project.settings"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["fixture", "needs", "pytest", "ok", "1700000000000"]
+    lives in ``weft_django.testing.pytest_plugin``, the only module importing pytest).
+
+    In-process, no child: with ``sys.modules["pytest"] = None`` every ``import pytest``
+    raises ImportError, and the kit's modules are imported afresh (monkeypatch puts the
+    originals back afterwards)."""
+    import weft_django
+    import weft_django.testing
+
+    monkeypatch.setattr(weft_django, "testing", weft_django.testing)  # re-bound by the import
+    for name in [m for m in sys.modules if m.startswith("weft_django.testing")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pytest", None)
+    kit = importlib.import_module("weft_django.testing")
+    assert kit.FakeClock()() == 1_700_000_000_000
+    assert kit.WeftTestMixin and kit.WorkflowTestEnvironment
+    with pytest.raises(ImportError):
+        kit.weft_env  # noqa: B018  (the fixture alone needs pytest)
 
 
 @pytest.mark.django_db(transaction=True)
