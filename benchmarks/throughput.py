@@ -225,7 +225,7 @@ def start_engines(transport: str, n: int, tag: str) -> list[ChildGroup]:
     return workers
 
 
-def run_ours(n: int, runs: int, stats: Any, transport: str = "polling") -> dict[str, Any]:
+def run_ours(n: int, runs: int, stats_conn: Any, transport: str = "polling") -> dict[str, Any]:
     """One configuration; with Celery this process plays the web process (its
     ``client.start`` sends ``weft.pickup`` on commit) for the run's length only."""
     from django.db import connections
@@ -240,7 +240,7 @@ def run_ours(n: int, runs: int, stats: Any, transport: str = "polling") -> dict[
     try:
         workers = start_engines(transport, n, tag)
         time.sleep(0.5)
-        before = stats.db_stats(stats)
+        before = stats.db_stats(stats_conn)
         produce_s = produce(runs, tag)
 
         def done() -> bool:
@@ -250,7 +250,7 @@ def run_ours(n: int, runs: int, stats: Any, transport: str = "polling") -> dict[
             return WorkflowRun.objects.filter(status="completed").count() >= runs
 
         wait_for(f"{runs} runs to complete", done, *workers, timeout=60 + runs, interval=0.1)
-        after = stats.db_stats(stats)
+        after = stats.db_stats(stats_conn)
     finally:
         children.stop_all(workers)
         if app is not None:
@@ -346,14 +346,14 @@ def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
     with common.pg_connect(dbname=DBOS_DB) as conn:
         conn.execute("TRUNCATE dbos.workflow_status CASCADE")
         conn.execute("TRUNCATE bench_side_effect")
-    stats = common.pg_connect(dbname=DBOS_DB)
+    stats_conn = common.pg_connect(dbname=DBOS_DB)
     tag = f"dbos{n}-{uuid.uuid4().hex[:6]}"
     workers = [_dbos_worker(f"{tag}-{i}", concurrency) for i in range(n)]
     counters: list[dict[str, Any] | None] = []
     try:
         _wait_ready(workers)
         time.sleep(0.5)
-        before = stats.db_stats(stats)
+        before = stats.db_stats(stats_conn)
         producer = children.spawn(
             f"{tag}-enqueue",
             [
@@ -383,7 +383,7 @@ def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
             raise RuntimeError(f"DBOS enqueue failed:\n{producer.log()[-3000:]}")
 
         def done() -> bool:
-            row = stats.execute(
+            row = stats_conn.execute(
                 "SELECT count(*) FILTER (WHERE status = 'SUCCESS'), "
                 "count(*) FILTER (WHERE status IN ('ERROR', 'CANCELLED', "
                 "'MAX_RECOVERY_ATTEMPTS_EXCEEDED')) FROM dbos.workflow_status"
@@ -393,16 +393,16 @@ def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
             return bool(row[0] >= runs)
 
         wait_for(f"{runs} DBOS workflows", done, *workers, timeout=60 + runs, interval=0.1)
-        after = stats.db_stats(stats)
+        after = stats.db_stats(stats_conn)
     finally:
         for w in workers:
             w.stop()
             counters.append(w.output_json())
-    rows = stats.execute(
+    rows = stats_conn.execute(
         "SELECT created_at, COALESCE(completed_at, updated_at) FROM dbos.workflow_status "
         "WHERE status = 'SUCCESS'"
     ).fetchall()
-    stats.close()
+    stats_conn.close()
     summary = _summary(
         runs, [r[0] for r in rows], [r[1] for r in rows], _stats_delta(before, after)
     )
@@ -457,7 +457,7 @@ def run(
             prepare_dbos()
         except Exception as exc:  # report exactly why, keep the rest
             dbos_error = f"DBOS could not be launched: {type(exc).__name__}: {exc}"[:2000]
-    stats = common.pg_connect()
+    stats_conn = common.pg_connect()
     ours: dict[str, dict[int, dict[str, Any]]] = {t: {} for t in transports}
     dbos: dict[int, dict[str, Any]] = {}
     pgb: dict[int, dict[str, Any]] = {}
@@ -465,14 +465,14 @@ def run(
         if binary and script:
             pgb[n] = run_pgbench(binary, script, n, pg_seconds)
         for transport in transports:
-            ours[transport][n] = run_ours(n, runs, stats, transport)
+            ours[transport][n] = run_ours(n, runs, stats_conn, transport)
         if dbos_error is None:
             try:
                 dbos[n] = run_dbos(n, runs, dbos_concurrency)
             except Exception as exc:
                 dbos_error = f"DBOS run with {n} executors failed: {type(exc).__name__}: {exc}"
                 dbos_error = dbos_error[:3000]
-    stats.close()
+    stats_conn.close()
     common.reset_tables()
 
     figures: dict[str, Any] = {"commits_per_workflow_exact": exact}
