@@ -32,6 +32,9 @@ Times are wall-clock on one machine: ``created_at``/``finished_at``/
 ``SideEffect.at`` are written by the processes that did the work
 (``timezone.now()``), ``ClaimEvent.at_ms`` by the engine clock, and the
 signal and kill instants by this process.
+
+Over 400 lines on purpose: one benchmark (its cases, their baselines, the chart) read
+top to bottom; the shared parts live in ``common``, ``stats`` and ``children``.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ transport, DBOS):
   the same number of threads. Same figures; commits per workflow from its
   ``xact_commit`` delta and an exact write-commit counter on DBOS's own
   SQLAlchemy engine (``benchmarks/dbos_peer.py``). Target: ours ÷ DBOS ≥ 2.
+
+Over 400 lines on purpose: one benchmark (its cases, their baselines, the chart) read
+top to bottom; the shared parts live in ``common``, ``stats`` and ``children``.
 """
 
 from __future__ import annotations
