@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from weft_django.testing import WorkflowTestEnvironment
+from weft_django.testing.environment import WorkflowTestEnvironment
 
 
 @pytest.fixture
