@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks import common
+from benchmarks import common, stats
 
 COUNTS = (1, 2, 4)
 IDS_PER_PROCESS = 32
@@ -197,19 +197,19 @@ def run(quick: bool, publish: bool = True) -> dict[str, Any]:
     baseline: dict[str, Any] = {}
     ratios: dict[str, Any] = {}
     for n in COUNTS:
-        ours = common.median(samples[("ours", n)])
-        raw = common.median(samples[("raw", n)])
+        ours = stats.median(samples[("ours", n)])
+        raw = stats.median(samples[("raw", n)])
         figures[f"{n}_processes"] = {
             "cycles_per_s": round(ours, 1),
             "per_round": [round(x, 1) for x in samples[("ours", n)]],
-            "round_trips_per_cycle": round(common.median(per_cycle[("ours", n)]), 2),
-            "client_cpu_ms_per_cycle": round(common.median(cpu[("ours", n)]), 2),
+            "round_trips_per_cycle": round(stats.median(per_cycle[("ours", n)]), 2),
+            "client_cpu_ms_per_cycle": round(stats.median(cpu[("ours", n)]), 2),
         }
         baseline[f"{n}_processes"] = {
             "cycles_per_s": round(raw, 1),
             "per_round": [round(x, 1) for x in samples[("raw", n)]],
             "round_trips_per_cycle": 3,
-            "client_cpu_ms_per_cycle": round(common.median(cpu[("raw", n)]), 2),
+            "client_cpu_ms_per_cycle": round(stats.median(cpu[("raw", n)]), 2),
         }
         ratios[f"{n}_processes"] = round(ours / raw, 3)
     at4 = ratios[f"{max(COUNTS)}_processes"]
@@ -261,7 +261,7 @@ def _plot(samples: dict[tuple[str, int], list[float]], publish: bool) -> str:
         ("ours", "weft-django ClaimRegistry", "o"),
         ("raw", "raw psycopg CAS (baseline)", "s"),
     ):
-        ys = [common.median(samples[(mode, n)]) for n in COUNTS]
+        ys = [stats.median(samples[(mode, n)]) for n in COUNTS]
         ax.plot(COUNTS, ys, marker=marker, label=label)
     ax.set_xlabel("processes")
     ax.set_ylabel("acquire→release cycles / s")

@@ -32,6 +32,9 @@ Times are wall-clock on one machine: ``created_at``/``finished_at``/
 ``SideEffect.at`` are written by the processes that did the work
 (``timezone.now()``), ``ClaimEvent.at_ms`` by the engine clock, and the
 signal and kill instants by this process.
+
+Over 400 lines on purpose: one benchmark (its cases, their baselines, the chart) read
+top to bottom; the shared parts live in ``common``, ``stats`` and ``children``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ import time
 import uuid
 from typing import Any
 
-from benchmarks import common
+from benchmarks import children, common, stats
+from devtools.procs import ChildGroup, wait_for
 
 POLL_INTERVAL_MS = 200
 TEST_TTL_MS = 3_000
@@ -107,7 +111,7 @@ def celery_round_trips(app: Any, node: str, samples: int, eta_ms: float | None) 
     from benchmarks.workflows import STAMPS_KEY
 
     queue = worker_direct(node)
-    r = redis.Redis.from_url(common.broker_url())
+    r = redis.Redis.from_url(children.broker_url())
     r.delete(STAMPS_KEY)
     due: dict[str, float] = {}
     out: list[float] = []
@@ -143,23 +147,29 @@ def celery_round_trips(app: Any, node: str, samples: int, eta_ms: float | None) 
 # -- wakes ------------------------------------------------------------------------------
 
 
-def start_engine(mode: str, tag: str) -> common.Proc:
+def start_engine(mode: str, tag: str) -> ChildGroup:
     """One booted, idle engine: a ``weft_worker`` (NOTIFY on, or ``--no-listen``)
     or a Celery node (``celery -A project worker``, one engine)."""
     from weft_django.models import EngineRecord
 
     if mode == "celery":
-        common.flush_broker()
-        node = common.celery_node(f"bench-lat-{tag}")
-        common.wait_celery_ready([node])
+        children.flush_broker()
+        node = children.celery_node(f"bench-lat-{tag}")
+        children.wait_celery_ready([node])
         return node
     extra = ("--no-listen",) if mode == "polling" else ()
-    worker = common.weft_worker(f"bench-lat-{tag}", *extra)
-    common.wait_until("the engine to boot", lambda: EngineRecord.objects.exists(), 120, [worker])
+    worker = children.weft_worker(f"bench-lat-{tag}", *extra)
+    wait_for(
+        "the engine to boot",
+        lambda: EngineRecord.objects.exists(),
+        worker,
+        timeout=120,
+        interval=0.05,
+    )
     return worker
 
 
-def signal_wake(i: int, tag: str, worker: common.Proc) -> float:
+def signal_wake(i: int, tag: str, worker: ChildGroup) -> float:
     """Start a ``signal-wait`` run, let it park, signal it from this process (a
     client, not its owner): ms from the signal's commit to the run's completion."""
     from weft_django import client
@@ -168,28 +178,28 @@ def signal_wake(i: int, tag: str, worker: common.Proc) -> float:
     wid = f"wake-{tag}-{i}"
     handle = client.start("signal-wait", {"id": wid}, workflow_id=wid)
     run = WorkflowRun.objects.filter(pk=handle.run_id)
-    common.wait_until(
+    wait_for(
         "the run to park",
         lambda: run.filter(status="parked").exists(),
-        30,
-        [worker],
+        worker,
+        timeout=30,
         interval=0.005,
     )
     time.sleep(0.05)  # let the parking turn finish its bookkeeping
     t0 = time.time() * 1000
     client.signal(wid, "go", i)
-    common.wait_until(
+    wait_for(
         "the signal's turn",
         lambda: run.filter(status="completed").exists(),
-        30,
-        [worker],
+        worker,
+        timeout=30,
         interval=0.002,
     )
     finished = run.values_list("finished_at", flat=True).get()
     return _ms(finished) - t0
 
 
-def timer_wakes(k: int, tag: str, worker: common.Proc) -> tuple[list[float], int]:
+def timer_wakes(k: int, tag: str, worker: ChildGroup) -> tuple[list[float], int]:
     """K ``bench-sleeper`` runs, their timers due TIMER_BASE_MS + i × STAGGER_MS
     after the start (staggered: one wake at a time, no queueing): ms from each
     timer's ``fire_at`` to the completion its turn commits. A timer due before
@@ -215,14 +225,14 @@ def timer_wakes(k: int, tag: str, worker: common.Proc) -> tuple[list[float], int
             and WorkflowRun.objects.filter(pk__in=ids, status="parked").count() >= k
         )
 
-    common.wait_until(f"{k} sleepers to park", all_parked, 30, [worker], interval=0.01)
+    wait_for(f"{k} sleepers to park", all_parked, worker, timeout=30, interval=0.01)
     parked_ms = time.time() * 1000
     finished_rows = WorkflowRun.objects.filter(pk__in=ids)
-    common.wait_until(
+    wait_for(
         f"{k} timer wakes",
         lambda: finished_rows.filter(status="completed").count() >= k,
-        30 + k * STAGGER_MS / 1000,
-        [worker],
+        worker,
+        timeout=30 + k * STAGGER_MS / 1000,
         interval=0.05,
     )
     out: list[float] = []
@@ -248,9 +258,9 @@ def wake_block(mode: str, samples: int, starts: int, timers: int) -> dict[str, l
     common.reset_tables()
     connections.close_all()
     tag = f"{mode}-{uuid.uuid4().hex[:6]}"
-    app = common.install_celery() if mode == "celery" else None
+    app = children.install_celery() if mode == "celery" else None
     out: dict[str, list[float]] = {"signal": [], "first": [], "timer": []}
-    worker: common.Proc | None = None
+    worker: ChildGroup | None = None
     try:
         worker = start_engine(mode, tag)
         time.sleep(0.5)
@@ -262,11 +272,11 @@ def wake_block(mode: str, samples: int, starts: int, timers: int) -> dict[str, l
             wid = f"first-{tag}-{i}"
             handle = client.start("three-steps", {"id": wid}, workflow_id=wid)
             run = WorkflowRun.objects.filter(pk=handle.run_id)
-            common.wait_until(
+            wait_for(
                 "the run to complete",
                 lambda r=run: r.filter(status="completed").exists(),
-                30,
-                [worker],
+                worker,
+                timeout=30,
                 interval=0.01,
             )
             created = run.values_list("created_at", flat=True).get()
@@ -285,7 +295,7 @@ def wake_block(mode: str, samples: int, starts: int, timers: int) -> dict[str, l
         if worker is not None:
             worker.stop()
         if app is not None:
-            common.uninstall_celery(app)
+            children.uninstall_celery(app)
         connections.close_all()
     return out
 
@@ -303,37 +313,46 @@ def takeover_trial(k: int) -> list[float]:
     connections.close_all()
     tag = uuid.uuid4().hex[:6]
     timings = {"WEFT_TEST_TIMINGS": "1"}
-    a = common.weft_worker(f"bench-owner-{tag}", env=timings)
-    b: common.Proc | None = None
+    a = children.weft_worker(f"bench-owner-{tag}", env=timings)
+    b: ChildGroup | None = None
     try:
-        common.wait_until(
-            "engine A to boot", lambda: EngineRecord.objects.filter(pk=a.name).exists(), 120, [a]
+        wait_for(
+            "engine A to boot",
+            lambda: EngineRecord.objects.filter(pk=a.name).exists(),
+            a,
+            timeout=120,
+            interval=0.05,
         )
         wids = [f"take-{tag}-{i}" for i in range(k)]
         for wid in wids:
             client.start("signal-wait", {"id": wid}, workflow_id=wid)
-        common.wait_until(
+        wait_for(
             f"{k} runs parked and held by A",
             lambda: (
                 WorkflowRun.objects.filter(status="parked").count() >= k
                 and WorkflowClaim.objects.filter(engine_id=a.name).count() >= k
             ),
-            60 + k,
-            [a],
+            a,
+            timeout=60 + k,
             interval=0.05,
         )
-        b = common.weft_worker(f"bench-taker-{tag}", env=timings)
-        common.wait_until(
-            "engine B to boot", lambda: EngineRecord.objects.filter(pk=b.name).exists(), 120, [a, b]
+        b = children.weft_worker(f"bench-taker-{tag}", env=timings)
+        wait_for(
+            "engine B to boot",
+            lambda: EngineRecord.objects.filter(pk=b.name).exists(),
+            a,
+            b,
+            timeout=120,
+            interval=0.05,
         )
         time.sleep(0.3)
         killed_ms = time.time() * 1000
         a.signal_group(signal.SIGKILL)
-        common.wait_until(
+        wait_for(
             f"B to take over {k} runs",
             lambda: ClaimEvent.objects.filter(kind="takeover", engine_id=b.name).count() >= k,
-            60,
-            [b],
+            b,
+            timeout=60,
             interval=0.05,
         )
         ats = list(
@@ -390,11 +409,11 @@ def run(quick: bool, publish: bool = True, modes: tuple[str, ...] = MODES) -> di
 
     floor_ms = TEST_TTL_MS + 2 * TEST_RENEW_MS
     bound_ms = floor_ms + POLL_INTERVAL_MS
-    d_wakes = {m: common.distribution(got[m]["signal"]) for m in modes}
-    d_timer = {m: common.distribution(got[m]["timer"]) for m in modes if m in TIMER_MODES}
-    d_first = {m: common.distribution(got[m]["first"]) for m in modes}
-    d_raw = common.distribution(raw, digits=3)
-    d_take = common.distribution(takeovers)
+    d_wakes = {m: stats.distribution(got[m]["signal"]) for m in modes}
+    d_timer = {m: stats.distribution(got[m]["timer"]) for m in modes if m in TIMER_MODES}
+    d_first = {m: stats.distribution(got[m]["first"]) for m in modes}
+    d_raw = stats.distribution(raw, digits=3)
+    d_take = stats.distribution(takeovers)
     figures = {
         "signal_wake_ms": d_wakes,
         "timer_wake_ms": d_timer,
@@ -422,19 +441,19 @@ def run(quick: bool, publish: bool = True, modes: tuple[str, ...] = MODES) -> di
     }
     if "celery" in modes:
         baseline["raw_celery_round_trip_ms"] = {
-            **common.distribution(raw_celery["raw_celery"], digits=2),
+            **stats.distribution(raw_celery["raw_celery"], digits=2),
             "what": "send_task to the node's direct queue → task body starts in a pool process",
         }
         baseline["raw_celery_eta_lateness_ms"] = {
-            **common.distribution(raw_celery["raw_celery_eta"], digits=2),
+            **stats.distribution(raw_celery["raw_celery_eta"], digits=2),
             "what": "task body start − eta, same node and queue (Celery's timer precision)",
         }
     p99_take = d_take["p99"]
 
     def over(a: float | None, b: float | None, digits: int = 2) -> float | None:
-        return None if a is None or not b else common.rnd(a / b, digits)
+        return None if a is None or not b else stats.rnd(a / b, digits)
 
-    ratio: dict[str, Any] = {"takeover_p50_over_floor": common.rnd(d_take["p50"] / floor_ms, 3)}
+    ratio: dict[str, Any] = {"takeover_p50_over_floor": stats.rnd(d_take["p50"] / floor_ms, 3)}
     if "notify" in modes:
         ratio["signal_wake_notify_p50_over_raw_notify_p50"] = over(
             d_wakes["notify"]["p50"], d_raw["p50"], 1
@@ -456,7 +475,7 @@ def run(quick: bool, publish: bool = True, modes: tuple[str, ...] = MODES) -> di
     headline: dict[str, Any] = {
         "takeover": {
             "what": "takeover p99 ÷ (CLAIM_TTL + 2 × CLAIM_RENEW_INTERVAL + one scan)",
-            "value": common.rnd(p99_take / bound_ms, 3),
+            "value": stats.rnd(p99_take / bound_ms, 3),
             "target": "<= 1 (every workflow taken over within the bound)",
             "met": max(takeovers) <= bound_ms,
         }
@@ -511,10 +530,10 @@ def run(quick: bool, publish: bool = True, modes: tuple[str, ...] = MODES) -> di
             "for polling) or one Celery node; takeover: two weft_workers with "
             "WEFT_TEST_TIMINGS=1",
             "celery": {
-                "node": f"celery -A project worker -P {common.CELERY_POOL} "
-                f"-c {common.CELERY_CONCURRENCY} -l WARNING --without-mingle "
+                "node": f"celery -A project worker -P {children.CELERY_POOL} "
+                f"-c {children.CELERY_CONCURRENCY} -l WARNING --without-mingle "
                 "--without-gossip --without-heartbeat",
-                "broker": common.broker_url(),
+                "broker": children.broker_url(),
                 "weft": "defaults: CLAIM_RENEW_INTERVAL 5 s (the polling backstop), "
                 "CELERY_ETA_HORIZON 60 s",
             }

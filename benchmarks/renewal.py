@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks import common
+from benchmarks import common, stats
 
 SIZES = (100, 1_000, 10_000)
 TARGET = 1.5
@@ -131,7 +131,7 @@ def run(quick: bool, publish: bool = True) -> dict[str, Any]:
                 samples[name].append(variants[name]())
         results[size] = {
             name: {
-                "ms": round(common.median(s[0] for s in rows) * 1000, 2),
+                "ms": round(stats.median(s[0] for s in rows) * 1000, 2),
                 "ms_all": [round(s[0] * 1000, 2) for s in rows],
                 "round_trips": sorted({s[1] for s in rows}),
                 "renewed": sorted({s[2] for s in rows}),

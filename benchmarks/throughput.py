@@ -14,7 +14,7 @@ transport, DBOS):
   each run (p50/p99).
 - **Ours, Celery** (``--transport celery``): the same with N Celery nodes
   (``celery -A project worker -P prefork -c 2``: one weft engine per node,
-  turns in its pool processes; broker Redis, ``common.broker_url()``). This
+  turns in its pool processes; broker Redis, ``children.broker_url()``). This
   process installs the transport for the run's length, so each
   ``client.start`` sends ``weft.pickup`` once it commits, as a web process
   of a Celery deployment does. ``--transport all`` (the default) runs both.
@@ -37,6 +37,9 @@ transport, DBOS):
   the same number of threads. Same figures; commits per workflow from its
   ``xact_commit`` delta and an exact write-commit counter on DBOS's own
   SQLAlchemy engine (``benchmarks/dbos_peer.py``). Target: ours ÷ DBOS ≥ 2.
+
+Over 400 lines on purpose: one benchmark (its cases, their baselines, the chart) read
+top to bottom; the shared parts live in ``common``, ``stats`` and ``children``.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks import common
+from benchmarks import children, common, stats
+from devtools.procs import ChildGroup, wait_for
 
 COUNTS = (1, 2, 4)
 TRANSPORTS = ("polling", "celery")
@@ -68,7 +72,7 @@ DBOS_PEER = common.REPO_ROOT / "benchmarks" / "dbos_peer.py"
 
 def _stats_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     delta = {k: after[k] - before[k] for k in before}
-    delta["xact_commit"] -= common.STATS_OVERHEAD
+    delta["xact_commit"] -= stats.STATS_OVERHEAD
     return delta
 
 
@@ -81,7 +85,7 @@ def _summary(
         "runs": runs,
         "window_s": round(window_s, 2),
         "workflows_per_s": round(runs / window_s, 2),
-        "start_to_complete_ms": common.distribution(latencies),
+        "start_to_complete_ms": stats.distribution(latencies),
         "xact_commit_per_workflow": round(delta["xact_commit"] / runs, 2),
         "sessions_per_workflow": round(delta["sessions"] / runs, 3),
         "xact_rollback": delta["xact_rollback"],
@@ -204,26 +208,27 @@ def key(transport: str, n: int) -> str:
     return f"{n}_engines" if transport == "polling" else f"{n}_celery_nodes"
 
 
-def start_engines(transport: str, n: int, tag: str) -> list[common.Proc]:
+def start_engines(transport: str, n: int, tag: str) -> list[ChildGroup]:
     """N booted, idle engines: ``weft_worker``s or Celery nodes (one engine each)."""
     from weft_django.models import EngineRecord
 
     if transport == "celery":
-        common.flush_broker()
-        nodes = [common.celery_node(f"bench-{tag}-{i}") for i in range(n)]
-        common.wait_celery_ready(nodes)
+        children.flush_broker()
+        nodes = [children.celery_node(f"bench-{tag}-{i}") for i in range(n)]
+        children.wait_celery_ready(nodes)
         return nodes
-    workers = [common.weft_worker(f"bench-{tag}-{i}") for i in range(n)]
-    common.wait_until(
+    workers = [children.weft_worker(f"bench-{tag}-{i}") for i in range(n)]
+    wait_for(
         f"{n} engines to boot",
         lambda: EngineRecord.objects.filter(stopped_at__isnull=True).count() >= n,
+        *workers,
         timeout=120,
-        procs=workers,
+        interval=0.05,
     )
     return workers
 
 
-def run_ours(n: int, runs: int, stats: Any, transport: str = "polling") -> dict[str, Any]:
+def run_ours(n: int, runs: int, stats_conn: Any, transport: str = "polling") -> dict[str, Any]:
     """One configuration; with Celery this process plays the web process (its
     ``client.start`` sends ``weft.pickup`` on commit) for the run's length only."""
     from django.db import connections
@@ -233,12 +238,12 @@ def run_ours(n: int, runs: int, stats: Any, transport: str = "polling") -> dict[
     common.reset_tables()
     connections.close_all()
     tag = f"tp{transport[0]}{n}-{uuid.uuid4().hex[:6]}"
-    workers: list[common.Proc] = []
-    app = common.install_celery() if transport == "celery" else None
+    workers: list[ChildGroup] = []
+    app = children.install_celery() if transport == "celery" else None
     try:
         workers = start_engines(transport, n, tag)
         time.sleep(0.5)
-        before = common.db_stats(stats)
+        before = stats.db_stats(stats_conn)
         produce_s = produce(runs, tag)
 
         def done() -> bool:
@@ -247,14 +252,12 @@ def run_ours(n: int, runs: int, stats: Any, transport: str = "polling") -> dict[
                 raise RuntimeError(f"a run did not complete: {bad.first()}")
             return WorkflowRun.objects.filter(status="completed").count() >= runs
 
-        common.wait_until(
-            f"{runs} runs to complete", done, timeout=60 + runs, procs=workers, interval=0.1
-        )
-        after = common.db_stats(stats)
+        wait_for(f"{runs} runs to complete", done, *workers, timeout=60 + runs, interval=0.1)
+        after = stats.db_stats(stats_conn)
     finally:
-        common.stop_all(workers)
+        children.stop_all(workers)
         if app is not None:
-            common.uninstall_celery(app)
+            children.uninstall_celery(app)
     rows = list(WorkflowRun.objects.values_list("created_at", "finished_at"))
     attempts: dict[str, int] = {}
     for metrics in EngineRecord.objects.values_list("metrics", flat=True):
@@ -315,7 +318,7 @@ def prepare_dbos() -> None:
         worker.stop()
 
 
-def _dbos_worker(name: str, concurrency: int) -> common.Proc:
+def _dbos_worker(name: str, concurrency: int) -> ChildGroup:
     argv = [
         str(dbos_python()),
         str(DBOS_PEER),
@@ -329,15 +332,16 @@ def _dbos_worker(name: str, concurrency: int) -> common.Proc:
         "--worker-concurrency",
         str(concurrency),
     ]
-    return common.Proc(name, argv, dict(os.environ), capture=True)
+    return children.spawn(name, argv, dict(os.environ), capture=True)
 
 
-def _wait_ready(workers: list[common.Proc]) -> None:
-    common.wait_until(
+def _wait_ready(workers: list[ChildGroup]) -> None:
+    wait_for(
         "DBOS executors to launch",
         lambda: all(any(line.startswith("ready") for line in w.lines) for w in workers),
+        *workers,
         timeout=120,
-        procs=workers,
+        interval=0.05,
     )
 
 
@@ -345,15 +349,15 @@ def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
     with common.pg_connect(dbname=DBOS_DB) as conn:
         conn.execute("TRUNCATE dbos.workflow_status CASCADE")
         conn.execute("TRUNCATE bench_side_effect")
-    stats = common.pg_connect(dbname=DBOS_DB)
+    stats_conn = common.pg_connect(dbname=DBOS_DB)
     tag = f"dbos{n}-{uuid.uuid4().hex[:6]}"
     workers = [_dbos_worker(f"{tag}-{i}", concurrency) for i in range(n)]
     counters: list[dict[str, Any] | None] = []
     try:
         _wait_ready(workers)
         time.sleep(0.5)
-        before = common.db_stats(stats)
-        producer = common.Proc(
+        before = stats.db_stats(stats_conn)
+        producer = children.spawn(
             f"{tag}-enqueue",
             [
                 str(dbos_python()),
@@ -371,15 +375,18 @@ def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
             dict(os.environ),
             capture=True,
         )
-        common.wait_until(
-            "the DBOS producer", lambda: producer.proc.poll() is not None, timeout=60 + runs
+        wait_for(
+            "the DBOS producer",
+            lambda: producer.proc.poll() is not None,
+            timeout=60 + runs,
+            interval=0.05,
         )
         produced = producer.output_json() or {}
         if producer.proc.returncode != 0:
             raise RuntimeError(f"DBOS enqueue failed:\n{producer.log()[-3000:]}")
 
         def done() -> bool:
-            row = stats.execute(
+            row = stats_conn.execute(
                 "SELECT count(*) FILTER (WHERE status = 'SUCCESS'), "
                 "count(*) FILTER (WHERE status IN ('ERROR', 'CANCELLED', "
                 "'MAX_RECOVERY_ATTEMPTS_EXCEEDED')) FROM dbos.workflow_status"
@@ -388,19 +395,17 @@ def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
                 raise RuntimeError(f"{row[1]} DBOS workflows failed")
             return bool(row[0] >= runs)
 
-        common.wait_until(
-            f"{runs} DBOS workflows", done, timeout=60 + runs, procs=workers, interval=0.1
-        )
-        after = common.db_stats(stats)
+        wait_for(f"{runs} DBOS workflows", done, *workers, timeout=60 + runs, interval=0.1)
+        after = stats.db_stats(stats_conn)
     finally:
         for w in workers:
             w.stop()
             counters.append(w.output_json())
-    rows = stats.execute(
+    rows = stats_conn.execute(
         "SELECT created_at, COALESCE(completed_at, updated_at) FROM dbos.workflow_status "
         "WHERE status = 'SUCCESS'"
     ).fetchall()
-    stats.close()
+    stats_conn.close()
     summary = _summary(
         runs, [r[0] for r in rows], [r[1] for r in rows], _stats_delta(before, after)
     )
@@ -455,7 +460,7 @@ def run(
             prepare_dbos()
         except Exception as exc:  # report exactly why, keep the rest
             dbos_error = f"DBOS could not be launched: {type(exc).__name__}: {exc}"[:2000]
-    stats = common.pg_connect()
+    stats_conn = common.pg_connect()
     ours: dict[str, dict[int, dict[str, Any]]] = {t: {} for t in transports}
     dbos: dict[int, dict[str, Any]] = {}
     pgb: dict[int, dict[str, Any]] = {}
@@ -463,14 +468,14 @@ def run(
         if binary and script:
             pgb[n] = run_pgbench(binary, script, n, pg_seconds)
         for transport in transports:
-            ours[transport][n] = run_ours(n, runs, stats, transport)
+            ours[transport][n] = run_ours(n, runs, stats_conn, transport)
         if dbos_error is None:
             try:
                 dbos[n] = run_dbos(n, runs, dbos_concurrency)
             except Exception as exc:
                 dbos_error = f"DBOS run with {n} executors failed: {type(exc).__name__}: {exc}"
                 dbos_error = dbos_error[:3000]
-    stats.close()
+    stats_conn.close()
     common.reset_tables()
 
     figures: dict[str, Any] = {"commits_per_workflow_exact": exact}
@@ -545,12 +550,12 @@ def run(
     ]
     if "celery" in transports:
         notes.append(
-            f"Celery: N nodes `celery -A project worker -P {common.CELERY_POOL} "
-            f"-c {common.CELERY_CONCURRENCY}` (each node one weft engine in its main process, "
-            f"turns in its pool processes), broker Redis ({common.broker_url()}), weft "
+            f"Celery: N nodes `celery -A project worker -P {children.CELERY_POOL} "
+            f"-c {children.CELERY_CONCURRENCY}` (each node one weft engine in its main process, "
+            f"turns in its pool processes), broker Redis ({children.broker_url()}), weft "
             "defaults (CLAIM_RENEW_INTERVAL 5 s is the polling backstop); this process is "
             "the web process: each client.start sends weft.pickup on commit. N nodes are "
-            f"{common.CELERY_CONCURRENCY} × N + N processes on {os.cpu_count()} cores. "
+            f"{children.CELERY_CONCURRENCY} × N + N processes on {os.cpu_count()} cores. "
             "Celery's Django fix-up closes every database connection before and after each "
             "task (CELERY_DB_REUSE_MAX is not set): sessions_per_workflow counts them."
         )
@@ -568,9 +573,9 @@ def run(
             "weft": "weft_worker defaults: TRANSPORT polling, POLL_INTERVAL 0.2 s, "
             "WORKER_CONCURRENCY 4, CLAIM_TTL 30 s, CLAIM_RENEW_INTERVAL 5 s, LISTEN on",
             "celery": {
-                "pool": common.CELERY_POOL,
-                "concurrency_per_node": common.CELERY_CONCURRENCY,
-                "broker": common.broker_url(),
+                "pool": children.CELERY_POOL,
+                "concurrency_per_node": children.CELERY_CONCURRENCY,
+                "broker": children.broker_url(),
                 "worker_flags": "-l WARNING --without-mingle --without-gossip "
                 "--without-heartbeat; prefetch multiplier and acks: Celery defaults",
                 "weft": "defaults: CLAIM_RENEW_INTERVAL 5 s (polling backstop), "

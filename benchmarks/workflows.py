@@ -15,7 +15,7 @@
 
 Imported by the benchmark process after ``django.setup()``, by Celery nodes
 with ``celery worker -I benchmarks.workflows`` and by standalone engines
-through ``common.WORKER_LAUNCHER`` (``manage.py`` cannot import it).
+through ``children.WORKER_LAUNCHER`` (``manage.py`` cannot import it).
 """
 
 from __future__ import annotations

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from tests.support import ManualClock
+if TYPE_CHECKING:  # imported in the fixture: pytest must load the plugin below first
+    from tests.support import ManualClock
 
 pytest_plugins = ["weft_django.testing"]
 
 
 @pytest.fixture
 def clock() -> ManualClock:
+    """The suite's clock: a ``FakeClock`` at 1 000 000 ms whose ``advance`` takes ms."""
+    from tests.support import ManualClock
+
     return ManualClock()
 
 
@@ -19,3 +25,17 @@ def vendor() -> str:
     from django.db import connection
 
     return connection.vendor
+
+
+@pytest.fixture
+def batch_db(transactional_db: None) -> None:
+    """Database access for tests of the conditional batch (``transactional_db``).
+
+    Why not the default ``django_db`` (each test inside one transaction, rolled
+    back): a batch inside the caller's transaction is a savepoint, and a nested
+    batch never retries a deadlock or a "database is locked" (it cannot, inside
+    an aborted outer transaction); a thread's batch would not see the test's
+    uncommitted rows either. Tests of batches, claims, folds and guards need
+    each batch to own its transaction, as it does in an engine. Use it with
+    ``pytestmark = pytest.mark.usefixtures("batch_db")``.
+    """

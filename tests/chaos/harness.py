@@ -38,12 +38,12 @@ from urllib.parse import quote
 from django.db import connection
 
 import tests.chaos.workflows as chaos_workflows
+from devtools.procs import ChildGroup, wait_for
 from tests.celery.conftest import CeleryWorker
 from tests.chaos.check import Audit, audit
 from tests.chaos.injector import FaultRecord, Injector, plan
 from tests.chaos.proxy import ProxyHub
 from tests.engines.harness import CHILD_RENEW_INTERVAL_MS, CHILD_TTL_MS, GRACE_MS, Worker
-from tests.support import ChildGroup
 from weft_django import client
 from weft_django.errors import AsyncActivityTokenError
 from weft_django.models import LIVE_STATUSES, EngineRecord, WorkflowClaim, WorkflowRun
@@ -124,11 +124,14 @@ class Slot:
             return
         worker = self.process
         assert isinstance(worker, Worker)
-        deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while not EngineRecord.objects.filter(pk=worker.engine_id).exists():
-            if not worker.alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"{worker.engine_id} did not boot:\n{worker.log()[-5000:]}")
-            time.sleep(0.05)
+        wait_for(
+            f"{worker.engine_id} to boot",
+            lambda: EngineRecord.objects.filter(pk=worker.engine_id).exists(),
+            worker,
+            timeout=BOOT_TIMEOUT_S,
+            interval=0.05,
+            log_tail=5000,
+        )
 
     def node_name(self) -> str:
         return self.process.node if isinstance(self.process, CeleryWorker) else ""

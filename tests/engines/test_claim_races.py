@@ -2,9 +2,10 @@
 
 Each racer is an OS process (``tests.procs.claim_racer``) with its own
 database connection, warmed before a start barrier: the parent writes
-``GO`` to every racer only after all of them printed ``READY``. The tests
-run on whatever database ``DATABASE_URL`` selects (the SQLite leg and the
-PostgreSQL leg of CI), so they carry no ``processes`` marker.
+``GO`` to every racer only after all of them printed ``READY``. Sixteen
+processes make this the ``processes`` tier; the races mean something on both
+databases, so ``scripts/test`` runs this module on SQLite as well as in the
+PostgreSQL leg.
 
 Nothing here asserts a duration. The race is shown to be real from the
 children's recorded wall-clock times (``time.time_ns()``, comparable across
@@ -41,6 +42,8 @@ from tests.support import REPO_ROOT, child_env, python
 from weft_django.conf import get_settings
 from weft_django.models import ClaimEvent, WorkflowClaim
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
+
+pytestmark = [pytest.mark.processes]
 
 HANG_TIMEOUT_S = 60.0  # hang protection only, never a performance assertion
 RACERS = 16

@@ -244,15 +244,31 @@ def check_every_journal() -> tuple[dict[str, list[ClaimEvent]], int]:
     return events, total
 
 
-def in_transaction(engine_id: str) -> int:
-    """Backends of ``engine_id`` inside a transaction (``pg_stat_activity``)."""
+def backends(engine_id: str) -> list[tuple[int, str, Any]]:
+    """``(pid, state, xact_start)`` of each backend of ``engine_id`` (``pg_stat_activity``)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE application_name = %s AND xact_start IS NOT NULL",
+            "SELECT pid, state, xact_start FROM pg_stat_activity WHERE application_name = %s",
             [engine_id],
         )
-        return int(cursor.fetchone()[0])
+        return [(int(pid), str(state), xact_start) for pid, state, xact_start in cursor]
+
+
+def open_transactions(engine_id: str) -> set[tuple[int, Any]]:
+    """``(pid, xact_start)``: one transaction of ``engine_id``, identified."""
+    return {(pid, xact) for pid, _, xact in backends(engine_id) if xact is not None}
+
+
+def transactions_once_settled(worker: Worker) -> set[tuple[int, Any]]:
+    """The worker's open transactions once none of its backends still runs a
+    statement (one sent before a SIGSTOP finishes on its own)."""
+
+    def settled() -> list[list[tuple[int, str, Any]]]:
+        rows = backends(worker.engine_id)
+        return [rows] if all(state != "active" for _, state, _ in rows) else []
+
+    (rows,) = wait_for(f"{worker.engine_id}'s statements to finish", settled, worker)
+    return {(pid, xact) for pid, _, xact in rows if xact is not None}
 
 
 def listening(engine_id: str) -> int:
@@ -269,19 +285,24 @@ def stop_outside_transaction(worker: Worker) -> None:
     """SIGSTOP ``worker`` at a moment when it holds no open transaction.
 
     A process stopped inside a batch keeps its row locks, and every other
-    engine's takeover of that claim would wait on the lock until SIGCONT —
-    true of PostgreSQL, not of weft — so the stop is retried (after a SIGCONT)
-    until none of the worker's connections is in a transaction.
+    engine's takeover of that claim would wait on the lock until SIGCONT --
+    true of PostgreSQL, not of weft. So, observed rather than timed: after the
+    stop, wait until none of the worker's backends still runs a statement (one
+    sent before the stop finishes on its own); a transaction still open then
+    is one the stop landed in: SIGCONT, wait until that very transaction
+    (``pid``, ``xact_start``) has ended, and stop again.
     """
-    for _ in range(200):
+    for _ in range(200):  # hang protection only: each round waits on the database
         worker.signal_group(signal.SIGSTOP)
-        deadline = time.monotonic() + 0.5  # a statement sent before the stop may finish
-        while in_transaction(worker.engine_id) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not in_transaction(worker.engine_id):
+        caught = transactions_once_settled(worker)
+        if not caught:
             return
         worker.signal_group(signal.SIGCONT)
-        time.sleep(0.05)
+        wait_for(
+            f"{worker.engine_id} to end the transaction it was stopped in",
+            lambda stopped_in=caught: not stopped_in & open_transactions(worker.engine_id),
+            worker,
+        )
     pytest.fail(f"could not stop {worker.engine_id} outside a transaction")
 
 

@@ -389,3 +389,24 @@ def test_a_missing_extra_names_its_install_command(
         pytest.skip(f"the wheel has no {module}")
     err = _import_failure(py, module, tmp_path, env)
     assert f'pip install "weft-django[{extra}]"' in err, err
+
+
+KIT_SNIPPET = """
+import sys
+sys.modules["pytest"] = None  # a unittest project: any "import pytest" fails
+import django
+from django.conf import settings
+settings.configure(
+    INSTALLED_APPS=["django.contrib.contenttypes", "weft_django"],
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+)
+django.setup()
+from weft_django.testing import FakeClock, WeftTestMixin
+print(WeftTestMixin.__module__, FakeClock()())
+"""
+
+
+def test_the_test_kit_imports_in_a_project_without_pytest(tmp_path: Path, fresh_venv: Path) -> None:
+    """A unittest project (no pytest) imports ``WeftTestMixin`` from the installed wheel."""
+    out = _run([str(fresh_venv), "-c", KIT_SNIPPET], cwd=tmp_path, env=_clean_env()).split()
+    assert out == ["weft_django.testing.environment", "1700000000000"]

@@ -1,38 +1,16 @@
-"""A test kit for your own workflows (SPEC §6): no sleeping, no workers.
+"""An engine on a fake clock in manual mode, driven explicitly by a test.
 
-``WorkflowTestEnvironment`` gives an ``Engine`` on a fake clock in manual
-mode: start workflows with ``client``, call ``run_until_idle()`` to drive
-every ready turn, ``advance(timedelta)`` to move time (timers fire on the
-next ``run_until_idle``), and assert on journals. Use it through the pytest
-fixture ``weft_env`` (add ``pytest_plugins = ["weft_django.testing"]`` to
-your ``conftest.py``) or the ``WeftTestMixin`` for ``TestCase`` classes.
-Tests need the database (``@pytest.mark.django_db(transaction=True)``).
+Why no pytest here: a unittest project uses ``WeftTestMixin`` without it; the
+pytest fixture lives in ``weft_django.testing.pytest_plugin``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from weft_django.models import JournalEntry, WorkflowRun
-
-
-class FakeClock:
-    """An integer-ms clock that moves only when told to."""
-
-    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self.now = start_ms
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, duration: timedelta | float) -> int:
-        seconds = duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
-        self.now += round(seconds * 1000)
-        return self.now
+from weft_django.testing.clock import FakeClock
 
 
 class WorkflowTestEnvironment:
@@ -70,16 +48,6 @@ class WorkflowTestEnvironment:
         self.engine.dispose(grace=0)
 
 
-@pytest.fixture
-def weft_env() -> Iterator[WorkflowTestEnvironment]:
-    """A ``WorkflowTestEnvironment`` (needs ``django_db(transaction=True)``)."""
-    env = WorkflowTestEnvironment()
-    try:
-        yield env
-    finally:
-        env.close()
-
-
 class WeftTestMixin:
     """For ``TransactionTestCase``: ``self.weft`` is a fresh environment per test."""
 
@@ -92,3 +60,6 @@ class WeftTestMixin:
     def tearDown(self) -> None:
         self.weft.close()
         super().tearDown()  # type: ignore[misc]
+
+
+__all__ = ["WeftTestMixin", "WorkflowTestEnvironment"]

@@ -1,0 +1,43 @@
+"""The engine clock of tests: integer milliseconds that move only when told to.
+
+Why here: the test kit's ``WorkflowTestEnvironment`` and this repository's own
+suite share one fake clock (``tests.support.ManualClock`` is this class), and
+its ``advance`` takes durations through the one parser, ``durations.to_ms``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from weft_django.durations import to_ms
+
+
+class FakeClock:
+    """An integer-ms clock that moves only when told to: the engine clock of tests.
+
+    Callable like every engine clock (``Clock`` in ``weft_django.clock``);
+    ``now`` is the current value and may be assigned directly.
+    """
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self.now = int(start_ms)
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, duration: timedelta | float) -> int:
+        """Move forward by ``duration`` (a ``timedelta`` or seconds); returns the new ms."""
+        return self.advance_ms(to_ms(duration, "FakeClock.advance duration"))
+
+    def advance_ms(self, ms: int) -> int:
+        """Move by ``ms`` integer milliseconds (negative moves back); returns the new ms."""
+        self.now += int(ms)
+        return self.now
+
+    def set_ms(self, ms: int) -> int:
+        """Jump to ``ms``; returns it."""
+        self.now = int(ms)
+        return self.now
+
+
+__all__ = ["FakeClock"]
