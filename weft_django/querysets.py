@@ -80,6 +80,11 @@ def expired_claims_q(now_ms: int, grace_ms: int) -> Q:
     return ~_released_q() & (_corrupt_q() | Q(expires_at__lt=now_ms - grace_ms))
 
 
+def held_claims_q() -> Q:
+    """A claim row naming an engine (whatever its expiry): what "claims held" counts."""
+    return Q(engine_id__isnull=False) & ~Q(engine_id="")
+
+
 def alive_engines_q(now_ms: int, window_ms: int) -> Q:
     """Not stopped, and the heartbeat is within ``window_ms`` of ``now_ms``."""
     return Q(stopped_at__isnull=True, heartbeat_at__gte=now_ms - window_ms)
@@ -150,8 +155,8 @@ class WorkflowClaimQuerySet(models.QuerySet):
         return self.filter(engine_id=engine_id)
 
     def held(self) -> WorkflowClaimQuerySet:
-        """Rows naming an engine (whatever their expiry): what "claims held" counts."""
-        return self.filter(engine_id__isnull=False).exclude(engine_id="")
+        """Rows naming an engine (``held_claims_q``)."""
+        return self.filter(held_claims_q())
 
 
 class EngineRecordQuerySet(models.QuerySet):
@@ -199,4 +204,5 @@ __all__ = [
     "alive_engines_q",
     "alive_window_ms",
     "expired_claims_q",
+    "held_claims_q",
 ]

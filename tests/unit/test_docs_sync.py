@@ -121,14 +121,14 @@ def test_every_collector_metric_is_documented() -> None:
     """What the cluster collector serves at a scrape (empty tables), by name."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from weft_django import metrics_export
+    from weft_django.contrib import prometheus
 
     registry = CollectorRegistry()
-    metrics_export.register(registry)
+    prometheus.register(registry)
     try:
         text = generate_latest(registry).decode()
     finally:
-        metrics_export.unregister(registry)
+        prometheus.unregister(registry)
     types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE "))
     assert "weft_cluster_scrape_ok" in types, text
     reference = _read(REFERENCE / "metrics.md")
