@@ -20,7 +20,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from django.db import models
-from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models import (
+    BigIntegerField,
+    BooleanField,
+    Case,
+    CharField,
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 
 from weft_django.choices import DRIVABLE_STATUSES, LIVE_STATUSES, TERMINAL_STATUSES
@@ -151,6 +165,19 @@ class WorkflowClaimQuerySet(models.QuerySet):
         """Holders that are neither released nor expired."""
         return self.exclude(_released_q()).exclude(expired_claims_q(now_ms, grace_ms))
 
+    def with_state(self, now_ms: int, grace_ms: int) -> WorkflowClaimQuerySet:
+        """Annotate ``state`` (``released`` / ``expired`` / ``live``, by the filters
+        above) and ``expires_in_ms`` (``expires_at - now``; ``None`` without one)."""
+        return self.annotate(
+            state=Case(
+                When(_released_q(), then=Value("released")),
+                When(expired_claims_q(now_ms, grace_ms), then=Value("expired")),
+                default=Value("live"),
+                output_field=CharField(),
+            ),
+            expires_in_ms=F("expires_at") - Value(now_ms, output_field=BigIntegerField()),
+        )
+
     def held_by(self, engine_id: str) -> WorkflowClaimQuerySet:
         return self.filter(engine_id=engine_id)
 
@@ -168,6 +195,18 @@ class EngineRecordQuerySet(models.QuerySet):
 
     def not_alive(self, now_ms: int, settings: WeftSettings | None = None) -> EngineRecordQuerySet:
         return self.exclude(alive_engines_q(now_ms, alive_window_ms(settings)))
+
+    def with_liveness(
+        self, now_ms: int, settings: WeftSettings | None = None
+    ) -> EngineRecordQuerySet:
+        """Annotate ``alive`` (the filter above) and ``heartbeat_age_ms``."""
+        alive = alive_engines_q(now_ms, alive_window_ms(settings))
+        return self.annotate(
+            alive=Case(
+                When(alive, then=Value(True)), default=Value(False), output_field=BooleanField()
+            ),
+            heartbeat_age_ms=Value(now_ms, output_field=BigIntegerField()) - F("heartbeat_at"),
+        )
 
     def with_claims_held(self) -> EngineRecordQuerySet:
         """Annotate ``claims_held``: claim rows naming the engine (0 for none)."""
