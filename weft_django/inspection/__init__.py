@@ -9,9 +9,10 @@ this package applies them: ``rules`` (one loaded row), ``status`` (the
 cluster snapshot), ``counters`` (the API's metrics body), ``format`` (text).
 
 Times: claim and heartbeat timestamps are integer milliseconds of the
-*engine* clock. Everything here judges them against ``clock.now_ms()``
-(this process's engine clock, the wall clock unless injected) unless
-``now_ms`` is passed. Nothing runs at import time or from
+*engine* clock, which is the wall clock in production. The cluster snapshot
+judges them against this process's wall clock, the API's counters against
+``clock.now_ms()`` (the clock client-side times use), unless ``now_ms`` is
+passed (tests with injected clocks pass their own). Nothing runs at import time or from
 ``AppConfig.ready()``: every function queries when it is called.
 """
 

@@ -32,6 +32,7 @@ def cluster_counters(now_ms: int | None = None, *, using: str | None = None) -> 
 
     ``active_claims`` sums the gauge of engines that have not stopped (a
     silent engine's last value included): what the field has always said.
+    ``now_ms`` defaults to ``clock.now_ms()``, the clock client-side times use.
     """
     settings = get_settings()
     db = using or settings.database

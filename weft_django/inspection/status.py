@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Count, Min
 
-from weft_django.clock import now_ms as clock_now_ms
+from weft_django.clock import wall_ms
 from weft_django.conf import get_settings
 from weft_django.models import (
     RUN_STATUSES,
@@ -171,11 +171,12 @@ def cluster_status(
 
     ``engines`` lists every alive engine plus the ``recent_engines`` most
     recently started others (one row per boot accumulates); the metric
-    totals still cover every row.
+    totals still cover every row. ``now_ms`` defaults to this process's wall
+    clock (a probe or a scrape runs outside any engine).
     """
     settings = get_settings()
     db = using or settings.database
-    now = clock_now_ms() if now_ms is None else now_ms
+    now = wall_ms() if now_ms is None else now_ms
     window = alive_window_ms(settings)
     alive_q = alive_engines_q(now, window)
 
