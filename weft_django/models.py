@@ -15,36 +15,53 @@ Why these shapes:
 from __future__ import annotations
 
 import uuid
-from typing import Literal
 
 from django.db import models
 from django.db.models import Q
 
-RunStatus = Literal[
-    "pending", "running", "parked", "suspended", "completed", "failed", "cancelled", "timed_out"
+from weft_django.choices import (
+    CLAIM_EVENT_KINDS,
+    DRIVABLE_STATUSES,
+    LIVE_STATUSES,
+    RUN_STATUSES,
+    TERMINAL_STATUSES,
+    AsyncStatus,
+    ClaimEventKind,
+    ClaimEventKindValue,
+    RunStatus,
+    RunStatusValue,
+    TimerKind,
+)
+from weft_django.querysets import (
+    EngineRecordQuerySet,
+    TimerQuerySet,
+    WorkflowClaimQuerySet,
+    WorkflowRunQuerySet,
+)
+
+__all__ = [
+    "CLAIM_EVENT_KINDS",
+    "DRIVABLE_STATUSES",
+    "LIVE_STATUSES",
+    "RUN_STATUSES",
+    "TERMINAL_STATUSES",
+    "AsyncActivity",
+    "AsyncStatus",
+    "ClaimEvent",
+    "ClaimEventKind",
+    "ClaimEventKindValue",
+    "EngineRecord",
+    "GlobalLease",
+    "JournalEntry",
+    "OwnershipModeMarker",
+    "RunStatus",
+    "RunStatusValue",
+    "SignalMessage",
+    "Timer",
+    "TimerKind",
+    "WorkflowClaim",
+    "WorkflowRun",
 ]
-RUN_STATUSES: tuple[RunStatus, ...] = (
-    "pending",
-    "running",
-    "parked",
-    "suspended",
-    "completed",
-    "failed",
-    "cancelled",
-    "timed_out",
-)
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timed_out"})
-LIVE_STATUSES: tuple[str, ...] = ("pending", "running", "parked", "suspended")
-
-ClaimEventKind = Literal["acquire", "takeover", "release", "rotate", "force_release"]
-CLAIM_EVENT_KINDS: tuple[ClaimEventKind, ...] = (
-    "acquire",
-    "takeover",
-    "release",
-    "rotate",
-    "force_release",
-)
-
 
 class WorkflowClaim(models.Model):
     """A workflow id's ownership record; the row is the per-workflow mutex."""
@@ -54,6 +71,8 @@ class WorkflowClaim(models.Model):
     engine_id = models.CharField(max_length=200, null=True, blank=True, db_index=True)
     expires_at = models.BigIntegerField(null=True, blank=True, help_text="engine clock, ms")
     claimed_at = models.BigIntegerField(null=True, blank=True, help_text="engine clock, ms")
+
+    objects = WorkflowClaimQuerySet.as_manager()
 
     class Meta:
         verbose_name = "holder"
@@ -71,7 +90,7 @@ class ClaimEvent(models.Model):
     workflow_id = models.CharField(max_length=200, db_index=True)
     epoch = models.BigIntegerField()
     engine_id = models.CharField(max_length=200, blank=True, default="")
-    kind = models.CharField(max_length=16, choices=[(k, k) for k in CLAIM_EVENT_KINDS])
+    kind = models.CharField(max_length=16, choices=ClaimEventKind.choices)
     at_ms = models.BigIntegerField()
     reason = models.CharField(max_length=200, blank=True, default="")
     # The holder that was replaced (takeover, rotation): kept so safety can be
@@ -127,6 +146,8 @@ class EngineRecord(models.Model):
     stopped_at = models.BigIntegerField(null=True, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
 
+    objects = EngineRecordQuerySet.as_manager()
+
     class Meta:
         verbose_name = "engine"
         ordering = ["-started_at"]
@@ -142,7 +163,7 @@ class WorkflowRun(models.Model):
     workflow_id = models.CharField(max_length=200, db_index=True)
     name = models.CharField(max_length=200)
     status = models.CharField(
-        max_length=16, choices=[(s, s) for s in RUN_STATUSES], default="pending", db_index=True
+        max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True
     )
     input = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
@@ -173,6 +194,8 @@ class WorkflowRun(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = WorkflowRunQuerySet.as_manager()
 
     class Meta:
         verbose_name = "workflow run"
@@ -225,12 +248,14 @@ class Timer(models.Model):
 
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="timers")
     position = models.IntegerField(null=True, blank=True, help_text="the command it belongs to")
-    kind = models.CharField(max_length=32)
+    kind = models.CharField(max_length=32, choices=TimerKind.choices)
     fire_at = models.BigIntegerField(db_index=True)
     dispatched_at = models.BigIntegerField(null=True, blank=True)
     engine_id = models.CharField(max_length=200, blank=True, default="")
     epoch = models.BigIntegerField(default=0)
     payload = models.JSONField(default=dict, blank=True)
+
+    objects = TimerQuerySet.as_manager()
 
     class Meta:
         ordering = ["fire_at"]
@@ -263,7 +288,9 @@ class AsyncActivity(models.Model):
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="async_activities")
     position = models.IntegerField()
     target = models.CharField(max_length=200, blank=True, default="")
-    status = models.CharField(max_length=16, default="pending")
+    status = models.CharField(
+        max_length=16, choices=AsyncStatus.choices, default=AsyncStatus.PENDING
+    )
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -69,12 +69,12 @@ def test_an_unexpected_exception_is_a_logged_json_500(caplog: pytest.LogCaptureF
 
 @pytest.mark.django_db
 def test_a_bug_in_a_view_answers_json(api: APIClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    from weft_django.api import views
+    from weft_django.engine import client
 
     def broken(workflow_id: str) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(views.client, "ownership_status", broken)
+    monkeypatch.setattr(client, "ownership_status", broken)
     api.raise_request_exception = False
     response = api.get(url("workflows/w/ownership/"))
     assert response.status_code == 500

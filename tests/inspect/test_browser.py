@@ -23,7 +23,7 @@ from django.test import Client
 import tests.inspect.workflows  # noqa: F401  (registers the workflows)
 from tests.inspect.cdp import Chromium
 from tests.support import REPO_ROOT, ManualClock
-from weft_django.cluster import wall_ms
+from weft_django.clock import wall_ms
 from weft_django.engine import Engine, client
 from weft_django.models import WorkflowRun
 

@@ -14,9 +14,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 import tests.inspect.workflows  # noqa: F401  (registers the workflows)
 from tests.support import ManualClock
-from weft_django import metrics_export
-from weft_django.cluster import cluster_status, wall_ms
+from weft_django.clock import wall_ms
+from weft_django.contrib import prometheus
 from weft_django.engine import Engine, client
+from weft_django.inspection import cluster_status
 from weft_django.models import ClaimEvent, EngineRecord
 from weft_django.ownership.metrics import label_value_is_closed
 
@@ -126,11 +127,11 @@ def test_garbage_metrics_rows_are_ignored() -> None:
         metrics={"attempts": {"acquired": "lots", "weird": 5}, "wakes": [{"kind": "x"}]},
     )
     registry = CollectorRegistry()
-    metrics_export.register(registry)
+    prometheus.register(registry)
     try:
         text = generate_latest(registry).decode()
     finally:
-        metrics_export.unregister(registry)
+        prometheus.unregister(registry)
     samples = weft_samples(text)
     assert value(samples, "weft_workflow_claim_attempts_total", outcome="acquired") == 0
     assert "weird" not in text
@@ -139,30 +140,33 @@ def test_garbage_metrics_rows_are_ignored() -> None:
 def test_registration_is_idempotent_and_never_queries() -> None:
     # No django_db mark: any query here would raise (pytest-django blocks it).
     registry = CollectorRegistry()
-    first = metrics_export.register(registry)
-    assert metrics_export.register(registry) is first
-    metrics_export.unregister(registry)
+    first = prometheus.register(registry)
+    assert prometheus.register(registry) is first
+    prometheus.unregister(registry)
     # And the app registered it with the default registry exactly once.
     from prometheus_client import REGISTRY
 
     ours = [
         c
         for c in REGISTRY._collector_to_names
-        if isinstance(c, metrics_export.WeftClusterCollector)
+        if isinstance(c, prometheus.WeftClusterCollector)
     ]
     assert len(ours) == 1
 
 
 def test_a_clear_import_error_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = sys.modules["weft_django.metrics_export"]
+    moved = ("weft_django.contrib.prometheus", "weft_django.metrics_export")
+    originals = {name: sys.modules[name] for name in moved if name in sys.modules}
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
-    monkeypatch.delitem(sys.modules, "weft_django.metrics_export")
+    for name in originals:
+        monkeypatch.delitem(sys.modules, name)
     try:
-        with pytest.raises(ImportError, match=r"weft-django\[metrics\]"):
-            importlib.import_module("weft_django.metrics_export")
+        for name in moved:  # the new path, and the shim at the old one
+            with pytest.raises(ImportError, match=r"weft-django\[metrics\]"):
+                importlib.import_module(name)
         # ready() tolerates it: no collector, no error.
         from weft_django.apps import WeftConfig
 
         WeftConfig._register_metrics_collector()
     finally:
-        sys.modules["weft_django.metrics_export"] = original
+        sys.modules.update(originals)

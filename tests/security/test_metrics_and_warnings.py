@@ -28,7 +28,7 @@ from prometheus_client import REGISTRY, generate_latest
 
 from tests.security import workflows as wf
 from tests.support import ManualClock
-from weft_django.cluster import wall_ms
+from weft_django.clock import wall_ms
 from weft_django.engine import Engine, client
 from weft_django.models import WorkflowRun
 from weft_django.ownership.guard import confirm_wake_ownership

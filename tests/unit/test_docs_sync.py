@@ -4,7 +4,7 @@ errors, metrics and endpoints in the docs in step with the code").
 Two layers:
 
 * every page of ``docs/reference/`` must equal a fresh rendering by
-  ``weft_django.docs_gen`` (run ``python -m weft_django.docs_gen`` after
+  ``tools/docs_gen`` (run ``python -m tools.docs_gen`` after
   changing the code);
 * independently of the generator, every name the code defines must appear
   in the docs: each ``WEFT`` key (reference and README's settings table),
@@ -26,7 +26,7 @@ from django.core.management import get_commands
 from django.urls import URLPattern, URLResolver
 
 from tests.support import REPO_ROOT
-from weft_django import docs_gen
+from tools import docs_gen
 from weft_django.conf import DEFAULTS
 from weft_django.errors import ERROR_CLASSES
 from weft_django.warnings import WARNING_CLASSES
@@ -34,7 +34,7 @@ from weft_django.warnings import WARNING_CLASSES
 DOCS = REPO_ROOT / "docs"
 REFERENCE = DOCS / "reference"
 README = REPO_ROOT / "README.md"
-REGENERATE = "run `python -m weft_django.docs_gen` (from the repository root) and commit"
+REGENERATE = "run `python -m tools.docs_gen` (from the repository root) and commit"
 
 
 def _read(path: Path) -> str:
@@ -121,14 +121,14 @@ def test_every_collector_metric_is_documented() -> None:
     """What the cluster collector serves at a scrape (empty tables), by name."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from weft_django import metrics_export
+    from weft_django.contrib import prometheus
 
     registry = CollectorRegistry()
-    metrics_export.register(registry)
+    prometheus.register(registry)
     try:
         text = generate_latest(registry).decode()
     finally:
-        metrics_export.unregister(registry)
+        prometheus.unregister(registry)
     types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE "))
     assert "weft_cluster_scrape_ok" in types, text
     reference = _read(REFERENCE / "metrics.md")

@@ -29,12 +29,13 @@ if _missing:
     )
 
 from weft_django.api import views  # noqa: E402  (after the check above)
+from weft_django.ids import TOKEN_CHARS, WORKFLOW_ID_CHARS  # noqa: E402
 
 
 class WorkflowIdConverter:
-    """``[A-Za-z0-9._:@-]{1,200}`` (SPEC §2)."""
+    """The workflow-id grammar of SPEC §2 (``weft_django.ids``)."""
 
-    regex = r"[A-Za-z0-9._:@-]{1,200}"
+    regex = WORKFLOW_ID_CHARS
 
     def to_python(self, value: str) -> str:
         return value
@@ -46,7 +47,7 @@ class WorkflowIdConverter:
 class AsyncTokenConverter:
     """URL-unreserved characters; the token itself is checked against its hash."""
 
-    regex = r"[A-Za-z0-9._~-]{1,512}"
+    regex = TOKEN_CHARS
 
     def to_python(self, value: str) -> str:
         return value
@@ -66,22 +67,24 @@ for _name, _converter in (
 
 app_name = "weft"
 
-_W = "workflows/<weft_workflow_id:workflow_id>/"
+_WORKFLOW = "workflows/<weft_workflow_id:workflow_id>/"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("workflows/", views.WorkflowListView.as_view(), name="workflow-list"),
-    path(_W, views.WorkflowDetailView.as_view(), name="workflow-detail"),
-    path(_W + "history/", views.WorkflowHistoryView.as_view(), name="workflow-history"),
-    path(_W + "signal/", views.WorkflowSignalView.as_view(), name="workflow-signal"),
-    path(_W + "cancel/", views.WorkflowCancelView.as_view(), name="workflow-cancel"),
-    path(_W + "suspend/", views.WorkflowSuspendView.as_view(), name="workflow-suspend"),
-    path(_W + "resume/", views.WorkflowResumeView.as_view(), name="workflow-resume"),
-    path(_W + "retry/", views.WorkflowRetryView.as_view(), name="workflow-retry"),
-    path(_W + "purge/", views.WorkflowPurgeView.as_view(), name="workflow-purge"),
-    path(_W + "query/", views.WorkflowQueryView.as_view(), name="workflow-query"),
-    path(_W + "ownership/", views.WorkflowOwnershipView.as_view(), name="workflow-ownership"),
+    path(_WORKFLOW, views.WorkflowDetailView.as_view(), name="workflow-detail"),
+    path(_WORKFLOW + "history/", views.WorkflowHistoryView.as_view(), name="workflow-history"),
+    path(_WORKFLOW + "signal/", views.WorkflowSignalView.as_view(), name="workflow-signal"),
+    path(_WORKFLOW + "cancel/", views.WorkflowCancelView.as_view(), name="workflow-cancel"),
+    path(_WORKFLOW + "suspend/", views.WorkflowSuspendView.as_view(), name="workflow-suspend"),
+    path(_WORKFLOW + "resume/", views.WorkflowResumeView.as_view(), name="workflow-resume"),
+    path(_WORKFLOW + "retry/", views.WorkflowRetryView.as_view(), name="workflow-retry"),
+    path(_WORKFLOW + "purge/", views.WorkflowPurgeView.as_view(), name="workflow-purge"),
+    path(_WORKFLOW + "query/", views.WorkflowQueryView.as_view(), name="workflow-query"),
     path(
-        _W + "claim-events/",
+        _WORKFLOW + "ownership/", views.WorkflowOwnershipView.as_view(), name="workflow-ownership"
+    ),
+    path(
+        _WORKFLOW + "claim-events/",
         views.WorkflowClaimEventsView.as_view(),
         name="workflow-claim-events",
     ),

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from weft_django.cluster import ClusterStatus, cluster_status, format_age, format_ms
+from weft_django.inspection import ClusterStatus, cluster_status, format_age, format_ms
 
 
 class Command(BaseCommand):

@@ -1,0 +1,107 @@
+"""What every weft ModelAdmin shares: the database alias, read-only mixins,
+formatting helpers and the actor an admin action is recorded under.
+
+Why read-only: every row belongs to the fenced claim protocol or to a run an
+engine may be driving right now. A plain admin "save" would write stale
+values behind the engine's back, unfenced, and a "delete" would skip the
+claim rotation that stops the owner. So no model can be added, changed or
+deleted through a form; the only writes are the actions, through ``client``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import quote
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from weft_django.conf import get_settings
+
+
+def json_text(value: Any, limit: int | None = None) -> str:
+    """``value`` as JSON text; indented, or on one line cut at ``limit`` characters."""
+    text = json.dumps(value, indent=None if limit else 2, sort_keys=True, default=str)
+    if limit is not None and len(text) > limit:
+        return text[: limit - 1] + "…"
+    return text
+
+
+def pre_json(value: Any) -> SafeString:
+    if value is None:
+        return mark_safe("-")
+    return format_html('<pre style="margin:0;white-space:pre-wrap">{}</pre>', json_text(value))
+
+
+def admin_link(viewname: str, pk: Any, text: str) -> str:
+    """A link to an admin page, or the bare text when the page is not routed."""
+    try:
+        url = reverse(viewname, args=[quote(pk)])
+    except NoReverseMatch:
+        return text
+    return format_html('<a href="{}">{}</a>', url, text)
+
+
+def db() -> str:
+    """The alias every weft query uses (``WEFT["DATABASE"]``), the admin's too."""
+    return get_settings().database
+
+
+def actor(request: HttpRequest) -> str:
+    """The ``ClaimEvent.engine_id`` an admin rotation is recorded under."""
+    username = request.user.get_username() if request.user.is_authenticated else "anonymous"
+    return f"admin:{username}"[:200]
+
+
+class WeftDatabaseMixin:
+    """Admin querysets read ``WEFT["DATABASE"]``, like every other weft query."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).using(db())  # type: ignore[misc]
+
+
+class ReadOnlyAdmin(WeftDatabaseMixin, admin.ModelAdmin):
+    """No add, change or delete through forms: rows are written by the protocol."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyInline(WeftDatabaseMixin, admin.TabularInline):
+    """An inline that only lists rows (the journal and timers are fenced writes)."""
+
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+__all__ = [
+    "ReadOnlyAdmin",
+    "ReadOnlyInline",
+    "WeftDatabaseMixin",
+    "actor",
+    "admin_link",
+    "db",
+    "json_text",
+    "pre_json",
+]

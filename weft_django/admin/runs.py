@@ -1,0 +1,246 @@
+"""Runs: their owner, journal, timers and claim history; actions through ``client``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from weft_django.clock import wall_ms
+from weft_django.engine import client
+from weft_django.errors import WeftError
+from weft_django.inspection import claim_state, format_age, format_ms
+from weft_django.models import JournalEntry, Timer, WorkflowClaim, WorkflowRun
+
+from .base import ReadOnlyInline, WeftDatabaseMixin, actor, admin_link, db, json_text, pre_json
+from .timeline import claim_timeline, journal_timeline
+
+RunAction = Callable[[str, str], Any]
+"""``(workflow_id, actor)``: one client call of an admin action."""
+
+
+class JournalEntryInline(ReadOnlyInline):
+    model = JournalEntry
+    fields = ("position", "kind", "command", "target", "outcome", "engine_id", "epoch", "at")
+    readonly_fields = fields
+    ordering = ("position",)
+    verbose_name_plural = "journal"
+
+    @admin.display(description="result / error")
+    def outcome(self, entry: JournalEntry) -> str:
+        if entry.error is not None:
+            return format_html('<span style="color:#ba2121">{}</span>', json_text(entry.error, 200))
+        return json_text(entry.result, 200)
+
+    @admin.display(description="at")
+    def at(self, entry: JournalEntry) -> str:
+        return format_ms(entry.at_ms)
+
+
+class TimerInline(ReadOnlyInline):
+    model = Timer
+    fields = ("kind", "position", "fire", "due_in", "dispatched", "engine_id", "epoch")
+    readonly_fields = fields
+    ordering = ("fire_at",)
+
+    @admin.display(description="fire at")
+    def fire(self, timer: Timer) -> str:
+        return format_ms(timer.fire_at)
+
+    @admin.display(description="due in")
+    def due_in(self, timer: Timer) -> str:
+        return format_age((timer.fire_at - wall_ms()) / 1000)
+
+    @admin.display(description="dispatched at")
+    def dispatched(self, timer: Timer) -> str:
+        return format_ms(timer.dispatched_at)
+
+
+@admin.register(WorkflowRun)
+class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
+    """Runs with their owner, journal, timers and claim history; actions via ``client``."""
+
+    list_display = ("workflow_id", "name", "status", "owner_engine", "claim_epoch", "age")
+    list_filter = ("status", "name")
+    search_fields = ("workflow_id", "idempotency_key")
+    search_help_text = "workflow id or idempotency key"
+    list_per_page = 50
+    inlines = (JournalEntryInline, TimerInline)
+    actions = ("cancel_runs", "suspend_runs", "resume_runs", "retry_runs")
+    readonly_fields = (
+        "id",
+        "workflow_id",
+        "name",
+        "status",
+        "owner_engine",
+        "claim_epoch",
+        "claim_state_text",
+        "idempotency_key",
+        "parent",
+        "continued_from",
+        "suspended_reason",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "age",
+        "start_at_text",
+        "deadline_text",
+        "input_pretty",
+        "result_pretty",
+        "error_pretty",
+        "claim_timeline",
+        "journal_timeline",
+    )
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    ("workflow_id", "status"),
+                    ("name", "id"),
+                    ("owner_engine", "claim_epoch", "claim_state_text"),
+                    "idempotency_key",
+                    ("parent", "continued_from"),
+                    "suspended_reason",
+                    ("created_at", "started_at", "finished_at", "age"),
+                    ("start_at_text", "deadline_text"),
+                )
+            },
+        ),
+        ("Data", {"fields": ("input_pretty", "result_pretty", "error_pretty")}),
+        ("Claim timeline", {"fields": ("claim_timeline",)}),
+        ("Journal timeline", {"fields": ("journal_timeline",)}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkflowRun]:
+        return super().get_queryset(request).with_claim()  # type: ignore[attr-defined,no-any-return]
+
+    # Runs are never edited or deleted by form: state changes go through client.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Object pages are view-only; the changelist keeps "change" for the actions.
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    # -- columns --
+    @admin.display(description="owner engine", ordering="claim_engine_id")
+    def owner_engine(self, run: WorkflowRun) -> str:
+        engine_id = getattr(run, "claim_engine_id", None)
+        if not engine_id:
+            return "-"
+        return admin_link("admin:weft_enginerecord_change", engine_id, engine_id)
+
+    @admin.display(description="epoch", ordering="claim_epoch")
+    def claim_epoch(self, run: WorkflowRun) -> int | str:
+        epoch = getattr(run, "claim_epoch", None)
+        return "-" if epoch is None else epoch
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, run: WorkflowRun) -> str:
+        return format_age((timezone.now() - run.created_at).total_seconds())
+
+    @admin.display(description="claim")
+    def claim_state_text(self, run: WorkflowRun) -> str:
+        claim = WorkflowClaim.objects.using(db()).filter(pk=run.workflow_id).first()
+        if claim is None:
+            return "never claimed"
+        link = admin_link("admin:weft_workflowclaim_change", claim.pk, "holder")
+        return format_html("{} ({})", claim_state(claim, wall_ms()), link)
+
+    @admin.display(description="start at")
+    def start_at_text(self, run: WorkflowRun) -> str:
+        return format_ms(run.start_at)
+
+    @admin.display(description="deadline")
+    def deadline_text(self, run: WorkflowRun) -> str:
+        return format_ms(run.deadline_at)
+
+    @admin.display(description="input")
+    def input_pretty(self, run: WorkflowRun) -> SafeString:
+        return pre_json(run.input)
+
+    @admin.display(description="result")
+    def result_pretty(self, run: WorkflowRun) -> SafeString:
+        return pre_json(run.result)
+
+    @admin.display(description="error")
+    def error_pretty(self, run: WorkflowRun) -> SafeString:
+        return pre_json(run.error)
+
+    @admin.display(description="claim events")
+    def claim_timeline(self, run: WorkflowRun) -> str:
+        return claim_timeline(run.workflow_id)
+
+    @admin.display(description="journal (with claim events)")
+    def journal_timeline(self, run: WorkflowRun) -> str:
+        return journal_timeline(run)
+
+    # -- actions (through client, per-run errors as messages) --
+    def _apply(
+        self, request: HttpRequest, queryset: QuerySet[WorkflowRun], verb: str, action: RunAction
+    ) -> None:
+        done: list[str] = []
+        seen: set[str] = set()
+        runs = WorkflowRun.objects.using(db()).only("pk")
+        for run in queryset.only("pk", "workflow_id", "status"):
+            if run.workflow_id in seen:
+                continue
+            seen.add(run.workflow_id)
+            latest = runs.latest_for(run.workflow_id)
+            if latest is not None and latest.pk != run.pk:
+                messages.error(
+                    request,
+                    f"{run.workflow_id}: run {run.pk} is not the latest run of this workflow "
+                    f"id; {verb} acts on the latest run only.",
+                )
+                continue
+            try:
+                action(run.workflow_id, actor(request))
+            except WeftError as exc:
+                messages.error(request, f"{run.workflow_id}: {exc}")
+            else:
+                done.append(run.workflow_id)
+        if done:
+            shown = ", ".join(done[:10]) + (f" and {len(done) - 10} more" if len(done) > 10 else "")
+            messages.success(request, f"{verb.capitalize()}: {shown}.")
+
+    @admin.action(description="Cancel selected runs (rotates their claims)", permissions=["change"])
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+        self._apply(
+            request,
+            queryset,
+            "cancelled",
+            lambda wid, who: client.cancel(wid, f"cancelled by {who}", actor=who),
+        )
+
+    @admin.action(
+        description="Suspend selected runs (rotates their claims)", permissions=["change"]
+    )
+    def suspend_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+        self._apply(
+            request,
+            queryset,
+            "suspended",
+            lambda wid, who: client.suspend(wid, f"suspended by {who}", actor=who),
+        )
+
+    @admin.action(description="Resume selected suspended runs", permissions=["change"])
+    def resume_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+        self._apply(request, queryset, "resumed", lambda wid, who: client.resume(wid))
+
+    @admin.action(description="Retry selected failed or timed-out runs", permissions=["change"])
+    def retry_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+        self._apply(request, queryset, "retried", lambda wid, who: client.retry(wid))
+
+
+__all__ = ["JournalEntryInline", "TimerInline", "WorkflowRunAdmin"]

@@ -1,0 +1,85 @@
+"""OpenAPI pieces shared by the views: tags, error responses, parameters.
+
+Why one module: every endpoint documents the same error bodies (400 with
+``errors`` per field, 401/403, 404, 409, 413) and the same ``run_id`` and
+``token`` parameters; one definition keeps the published schema uniform.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+
+from weft_django.ids import TOKEN_RE
+
+from .serializers import ErrorSerializer, ValidationErrorSerializer
+
+WORKFLOW_TAG: Final = ["workflows"]
+OWNERSHIP_TAG: Final = ["ownership"]
+ASYNC_TAG: Final = ["async-activities"]
+
+
+def error(description: str, serializer: Any = ErrorSerializer) -> OpenApiResponse:
+    return OpenApiResponse(response=serializer, description=description)
+
+
+ERR_400: Final = error(
+    'Bad body or query: code "invalid" with "errors" per field; "parse_error" for '
+    'malformed JSON; "invalid_payload" for a payload over MAX_PAYLOAD_BYTES.',
+    ValidationErrorSerializer,
+)
+ERR_AUTH: Final = {
+    401: error("Not authenticated (code not_authenticated)."),
+    403: error("Not authenticated or not permitted by API_PERMISSION_CLASSES."),
+}
+ERR_404: Final = error("No such workflow (code workflow_not_found) or run.")
+ERR_PAGE: Final = error("A page past the last one (code not_found).")
+ERR_409: Final = error(
+    "The action does not fit the run's status (code invalid_transition) or a live run "
+    "already exists (workflow_already_running, idempotency_conflict)."
+)
+ERR_413: Final = error("The request body is larger than the API reads (code request_too_large).")
+ERR_TOKEN_UNKNOWN: Final = error("Unknown token (code async_activity_token, kind unknown).")
+ERR_TOKEN_USED: Final = error("Token already used (code async_activity_token, kind used).")
+
+RUN_ID_PARAM: Final = OpenApiParameter(
+    "run_id",
+    OpenApiTypes.UUID,
+    OpenApiParameter.QUERY,
+    description="An older run of this workflow id (default: the latest run).",
+)
+
+TOKEN_PARAM: Final = OpenApiParameter(
+    "token",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description="The async activity's token, as handed to the activity. It alone "
+    "authorises this call (no login); unknown → 404, already used → 409.",
+    pattern=TOKEN_RE.pattern,
+)
+
+
+def action_responses(ok: Any, status: int = 200) -> dict[int, Any]:
+    """The responses of a ``POST workflows/<id>/<action>/``."""
+    return {status: ok, 400: ERR_400, **ERR_AUTH, 404: ERR_404, 409: ERR_409, 413: ERR_413}
+
+
+__all__ = [
+    "ASYNC_TAG",
+    "ERR_400",
+    "ERR_404",
+    "ERR_409",
+    "ERR_413",
+    "ERR_AUTH",
+    "ERR_PAGE",
+    "ERR_TOKEN_UNKNOWN",
+    "ERR_TOKEN_USED",
+    "OWNERSHIP_TAG",
+    "RUN_ID_PARAM",
+    "TOKEN_PARAM",
+    "WORKFLOW_TAG",
+    "action_responses",
+    "error",
+]

@@ -1,0 +1,93 @@
+"""Request and response bodies of the weft REST API (SPEC §5).
+
+``fields`` (strict input fields), ``requests`` (bodies and query
+parameters), ``responses`` (rows, as ``ModelSerializer``s), ``results``
+(errors, action results, ownership, metrics). Every name is importable from
+here, as before the split.
+"""
+
+from __future__ import annotations
+
+from .fields import (
+    MAX_DURATION_SECONDS,
+    JSONArgsField,
+    JSONPayloadField,
+    SecondsField,
+    StrictCharField,
+)
+from .requests import (
+    AsyncErrorSerializer,
+    ClaimListParams,
+    CompleteAsyncSerializer,
+    FailAsyncSerializer,
+    QuerySerializer,
+    ReasonSerializer,
+    RunParams,
+    SignalSerializer,
+    StartWorkflowSerializer,
+    WorkflowListParams,
+)
+from .responses import (
+    TOKEN_HASH_PREFIX_LEN,
+    ClaimEventSerializer,
+    ClaimSerializer,
+    EngineSerializer,
+    JournalEntrySerializer,
+    PendingAsyncSerializer,
+    WorkflowDetailSerializer,
+    WorkflowSummarySerializer,
+)
+from .results import (
+    AsyncSettledSerializer,
+    ClaimCountsSerializer,
+    EngineCountsSerializer,
+    ErrorSerializer,
+    HolderSerializer,
+    MetricsSerializer,
+    OwnerSerializer,
+    OwnershipSerializer,
+    PurgeResultSerializer,
+    QueryResultSerializer,
+    SignalAcceptedSerializer,
+    ValidationErrorSerializer,
+    WakeCountSerializer,
+)
+
+__all__ = [
+    "MAX_DURATION_SECONDS",
+    "TOKEN_HASH_PREFIX_LEN",
+    "AsyncErrorSerializer",
+    "AsyncSettledSerializer",
+    "ClaimCountsSerializer",
+    "ClaimEventSerializer",
+    "ClaimListParams",
+    "ClaimSerializer",
+    "CompleteAsyncSerializer",
+    "EngineCountsSerializer",
+    "EngineSerializer",
+    "ErrorSerializer",
+    "FailAsyncSerializer",
+    "HolderSerializer",
+    "JSONArgsField",
+    "JSONPayloadField",
+    "JournalEntrySerializer",
+    "MetricsSerializer",
+    "OwnerSerializer",
+    "OwnershipSerializer",
+    "PendingAsyncSerializer",
+    "PurgeResultSerializer",
+    "QueryResultSerializer",
+    "QuerySerializer",
+    "ReasonSerializer",
+    "RunParams",
+    "SecondsField",
+    "SignalAcceptedSerializer",
+    "SignalSerializer",
+    "StartWorkflowSerializer",
+    "StrictCharField",
+    "ValidationErrorSerializer",
+    "WakeCountSerializer",
+    "WorkflowDetailSerializer",
+    "WorkflowListParams",
+    "WorkflowSummarySerializer",
+]

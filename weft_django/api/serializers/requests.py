@@ -1,0 +1,173 @@
+"""Request bodies and query parameters of the weft REST API (SPEC §5).
+
+Why each is a serializer: a body or a query string is validated like any
+other input, so a bad one is a 400 naming the field (``fields`` says how
+strict each kind of value is). The workflow-id grammar is ``weft_django.ids``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.validators import RegexValidator
+from rest_framework import serializers
+
+from weft_django.engine.definitions import get_workflow
+from weft_django.engine.payload import normalize
+from weft_django.errors import PayloadError, UnknownWorkflowType
+from weft_django.ids import WORKFLOW_ID_HELP, WORKFLOW_ID_RE
+from weft_django.models import RUN_STATUSES
+
+from .fields import JSONArgsField, JSONPayloadField, SecondsField, StrictCharField
+
+
+class StartWorkflowSerializer(serializers.Serializer):
+    """``POST workflows/``: start a run (SPEC §2 ``client.start``)."""
+
+    name = StrictCharField(max_length=200, help_text="The registered @workflow name.")
+    input = JSONPayloadField(
+        what="workflow input",
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Any JSON value, at most MAX_PAYLOAD_BYTES once encoded.",
+    )
+    workflow_id = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=200,
+        validators=[
+            RegexValidator(
+                WORKFLOW_ID_RE, message=f"Must match {WORKFLOW_ID_HELP}.", code="invalid"
+            )
+        ],
+        help_text="Default: a new UUID. Unique among live runs.",
+    )
+    idempotency_key = StrictCharField(
+        required=False,
+        allow_null=True,
+        min_length=1,
+        max_length=255,
+        help_text="Globally unique; a repeated key returns the existing run (HTTP 200).",
+    )
+    start_after = SecondsField(
+        required=False, allow_null=True, help_text="Delay the start by this many seconds."
+    )
+    start_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Start at this time (not with start_after)."
+    )
+    execution_timeout = SecondsField(
+        required=False,
+        allow_null=True,
+        min_value=0.001,
+        help_text="Seconds from the start after which the run is timed_out.",
+    )
+    on_conflict = serializers.ChoiceField(
+        choices=["error", "start-new"],
+        default="error",
+        help_text='"start-new": start a new run of a workflow id whose last run is terminal.',
+    )
+
+    def validate_name(self, value: str) -> str:
+        try:
+            get_workflow(value)
+        except UnknownWorkflowType as exc:
+            raise serializers.ValidationError(str(exc), code=exc.code) from None
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("start_after") is not None and attrs.get("start_at") is not None:
+            raise serializers.ValidationError(
+                {"start_at": ["Give start_at or start_after, not both."]}, code="invalid"
+            )
+        return attrs
+
+
+class SignalSerializer(serializers.Serializer):
+    """``POST workflows/<id>/signal/``."""
+
+    name = StrictCharField(min_length=1, max_length=200)
+    payload = JSONPayloadField(what="signal payload", required=False, allow_null=True, default=None)
+
+
+class ReasonSerializer(serializers.Serializer):
+    """``POST workflows/<id>/cancel/`` and ``suspend/``: an optional reason."""
+
+    reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        max_length=200,
+        help_text="Recorded on the run and in the claim event.",
+    )
+
+
+class QuerySerializer(serializers.Serializer):
+    """``POST workflows/<id>/query/``."""
+
+    name = StrictCharField(min_length=1, max_length=200, help_text="An on_query handler name.")
+    args = JSONArgsField(
+        what="query args",
+        required=False,
+        default=list,
+        help_text="Positional arguments for the handler.",
+    )
+
+
+class CompleteAsyncSerializer(serializers.Serializer):
+    """``POST async-activities/<token>/complete/``."""
+
+    result = JSONPayloadField(
+        what="async activity result", required=False, allow_null=True, default=None
+    )
+
+
+class AsyncErrorSerializer(serializers.Serializer):
+    """The ``error`` object of ``POST async-activities/<token>/fail/``."""
+
+    message = StrictCharField(allow_blank=True)
+    type = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=200)
+    details = JSONPayloadField(what="async activity error details", required=False, allow_null=True)
+
+
+class FailAsyncSerializer(serializers.Serializer):
+    """``POST async-activities/<token>/fail/``."""
+
+    error = AsyncErrorSerializer()
+
+    def validate_error(self, value: dict[str, Any]) -> dict[str, Any]:
+        # The parts passed; the whole record must fit MAX_PAYLOAD_BYTES too.
+        try:
+            normalize("async activity error", value)
+        except PayloadError as exc:
+            raise serializers.ValidationError(str(exc), code=exc.code) from None
+        return value
+
+
+class WorkflowListParams(serializers.Serializer):
+    status = serializers.ChoiceField(choices=list(RUN_STATUSES), required=False)
+    name = StrictCharField(required=False, max_length=200)
+    workflow_id = StrictCharField(required=False, max_length=200)
+
+
+class RunParams(serializers.Serializer):
+    run_id = serializers.UUIDField(required=False)
+
+
+class ClaimListParams(serializers.Serializer):
+    engine = StrictCharField(required=False, max_length=200)
+    expired = serializers.BooleanField(required=False)
+
+
+__all__ = [
+    "AsyncErrorSerializer",
+    "ClaimListParams",
+    "CompleteAsyncSerializer",
+    "FailAsyncSerializer",
+    "QuerySerializer",
+    "ReasonSerializer",
+    "RunParams",
+    "SignalSerializer",
+    "StartWorkflowSerializer",
+    "WorkflowListParams",
+]

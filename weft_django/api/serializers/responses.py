@@ -1,0 +1,273 @@
+"""Response bodies that are rows: runs, journal entries, claim events, claims, engines.
+
+Why ``ModelSerializer`` with ``source=``: each body is a row (plus a few
+values the read model annotates on the queryset: a claim's ``state``, an
+engine's ``alive``), so the serializer reads the instance itself and no view
+builds a dict. Every field is declared, not generated, so the published
+schema says exactly what the API has always said (types, nullability,
+help texts) whatever the model's own field options are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from weft_django.inspection import CLAIM_STATES, engine_counters
+from weft_django.models import (
+    CLAIM_EVENT_KINDS,
+    RUN_STATUSES,
+    AsyncActivity,
+    ClaimEvent,
+    EngineRecord,
+    JournalEntry,
+    WorkflowClaim,
+    WorkflowRun,
+)
+
+from .fields import JSONPayloadField
+from .results import OwnerSerializer
+
+TOKEN_HASH_PREFIX_LEN = 12
+"""Hex digits of a token's SHA-256 the API shows (and logs) in place of the token."""
+
+
+class TokenHashPrefixField(serializers.CharField):
+    """The first ``TOKEN_HASH_PREFIX_LEN`` hex digits of the stored token hash."""
+
+    def to_representation(self, value: Any) -> str:
+        return str(value)[:TOKEN_HASH_PREFIX_LEN]
+
+
+class EngineCountersField(serializers.DictField):
+    """``EngineRecord.metrics`` decoded fail-closed (junk counters read as zero)."""
+
+    def to_representation(self, value: Any) -> dict[str, Any]:
+        return engine_counters(value)
+
+
+class PendingAsyncSerializer(serializers.ModelSerializer):
+    """A pending async activity. The raw token is never stored (only its SHA-256)."""
+
+    token_hash_prefix = TokenHashPrefixField(
+        source="token_hash",
+        help_text="First 12 hex digits of the SHA-256 of the token. The raw token is "
+        "never stored, so it cannot be shown; this prefix identifies the activity.",
+    )
+    target = serializers.CharField(help_text="The async activity's name.")
+    position = serializers.IntegerField(help_text="The command position it belongs to.")
+    created_at = serializers.DateTimeField()
+
+    class Meta:
+        model = AsyncActivity
+        fields = ("token_hash_prefix", "target", "position", "created_at")
+
+
+class WorkflowSummarySerializer(serializers.ModelSerializer):
+    workflow_id = serializers.CharField()
+    run_id = serializers.UUIDField(source="pk")
+    name = serializers.CharField()
+    status = serializers.ChoiceField(choices=list(RUN_STATUSES))
+    idempotency_key = serializers.CharField(allow_null=True)
+    parent_run_id = serializers.UUIDField(source="parent_id", allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    class Meta:
+        model = WorkflowRun
+        fields: tuple[str, ...] = (
+            "workflow_id",
+            "run_id",
+            "name",
+            "status",
+            "idempotency_key",
+            "parent_run_id",
+            "created_at",
+            "updated_at",
+            "started_at",
+            "finished_at",
+        )
+
+
+class WorkflowDetailSerializer(WorkflowSummarySerializer):
+    # No docstring: it would become the schema's description. ``epoch``, ``owner``,
+    # ``pending_async_token`` and ``pending_async_activities`` are not columns of
+    # the run: ``views.base.detail_response`` sets them on the instance from
+    # ``client.ownership_status`` and the run's pending ``AsyncActivity`` rows.
+
+    input = JSONPayloadField(what="input", allow_null=True)
+    result = JSONPayloadField(what="result", allow_null=True)
+    error = JSONPayloadField(what="error", allow_null=True)
+    epoch = serializers.IntegerField(help_text="The claim's fencing epoch (0 = never claimed).")
+    owner = OwnerSerializer(allow_null=True, help_text="The engine holding the claim, if any.")
+    parent_workflow_id = serializers.CharField(source="parent.workflow_id", allow_null=True)
+    continued_from_run_id = serializers.UUIDField(source="continued_from_id", allow_null=True)
+    start_at = serializers.IntegerField(allow_null=True, help_text="Delayed start, ms.")
+    deadline_at = serializers.IntegerField(allow_null=True, help_text="Execution deadline, ms.")
+    wake_at = serializers.IntegerField(allow_null=True, help_text="Earliest timer, ms.")
+    suspended_reason = serializers.CharField(allow_blank=True)
+    pending_async_token = PendingAsyncSerializer(
+        allow_null=True,
+        help_text="The first pending async activity (lowest position), or null. Tokens are "
+        "stored hashed: this shows the token hash prefix and the target, never the token.",
+    )
+    pending_async_activities = PendingAsyncSerializer(
+        many=True, help_text="Every pending async activity of the run, by position."
+    )
+
+    class Meta(WorkflowSummarySerializer.Meta):
+        fields = (
+            *WorkflowSummarySerializer.Meta.fields,
+            "input",
+            "result",
+            "error",
+            "epoch",
+            "owner",
+            "parent_workflow_id",
+            "continued_from_run_id",
+            "start_at",
+            "deadline_at",
+            "wake_at",
+            "suspended_reason",
+            "pending_async_token",
+            "pending_async_activities",
+        )
+
+
+class JournalEntrySerializer(serializers.ModelSerializer):
+    position = serializers.IntegerField()
+    kind = serializers.CharField()
+    command = serializers.IntegerField(allow_null=True)
+    target = serializers.CharField(allow_blank=True)
+    result = JSONPayloadField(what="result", allow_null=True)
+    error = JSONPayloadField(what="error", allow_null=True)
+    engine_id = serializers.CharField(allow_blank=True)
+    epoch = serializers.IntegerField()
+    at_ms = serializers.IntegerField()
+
+    class Meta:
+        model = JournalEntry
+        fields = (
+            "position",
+            "kind",
+            "command",
+            "target",
+            "result",
+            "error",
+            "engine_id",
+            "epoch",
+            "at_ms",
+        )
+
+
+class ClaimEventSerializer(serializers.ModelSerializer):
+    id = serializers.IntegerField()
+    workflow_id = serializers.CharField()
+    epoch = serializers.IntegerField()
+    engine_id = serializers.CharField(allow_blank=True)
+    kind = serializers.ChoiceField(choices=list(CLAIM_EVENT_KINDS))
+    at_ms = serializers.IntegerField()
+    reason = serializers.CharField(allow_blank=True)
+    previous_engine_id = serializers.CharField(allow_blank=True)
+    previous_expires_at = serializers.IntegerField(allow_null=True)
+
+    class Meta:
+        model = ClaimEvent
+        fields = (
+            "id",
+            "workflow_id",
+            "epoch",
+            "engine_id",
+            "kind",
+            "at_ms",
+            "reason",
+            "previous_engine_id",
+            "previous_expires_at",
+        )
+
+
+class ClaimSerializer(serializers.ModelSerializer):
+    # ``state`` and ``expires_in_ms`` are annotated by ``WorkflowClaim.objects.with_state``.
+
+    workflow_id = serializers.CharField()
+    epoch = serializers.IntegerField()
+    engine_id = serializers.CharField(allow_null=True)
+    claimed_at = serializers.IntegerField(allow_null=True)
+    expires_at = serializers.IntegerField(allow_null=True)
+    state = serializers.ChoiceField(
+        choices=list(CLAIM_STATES),
+        help_text="released: no holder; expired: past expires_at + takeover grace, or a "
+        "corrupt holder (engines take it over at once).",
+    )
+    expires_in_ms = serializers.IntegerField(
+        allow_null=True, help_text="expires_at minus now (negative once expired)."
+    )
+
+    class Meta:
+        model = WorkflowClaim
+        fields = (
+            "workflow_id",
+            "epoch",
+            "engine_id",
+            "claimed_at",
+            "expires_at",
+            "state",
+            "expires_in_ms",
+        )
+
+
+class EngineSerializer(serializers.ModelSerializer):
+    # ``alive``, ``heartbeat_age_ms`` and ``claims_held`` are annotated by
+    # ``EngineRecord.objects.with_liveness`` and ``with_claims_held``.
+
+    engine_id = serializers.CharField()
+    node_name = serializers.CharField(allow_blank=True)
+    host = serializers.CharField(allow_blank=True)
+    pid = serializers.IntegerField(allow_null=True)
+    mode = serializers.CharField()
+    pool = serializers.CharField(allow_blank=True)
+    transport = serializers.CharField(allow_blank=True)
+    started_at = serializers.IntegerField()
+    heartbeat_at = serializers.IntegerField()
+    stopped_at = serializers.IntegerField(allow_null=True)
+    alive = serializers.BooleanField(
+        help_text="Not stopped, and its heartbeat is younger than 3 × CLAIM_RENEW_INTERVAL "
+        "(as in the admin, weft_status and /metrics)."
+    )
+    heartbeat_age_ms = serializers.IntegerField()
+    claims_held = serializers.IntegerField()
+    metrics = EngineCountersField(child=serializers.JSONField())
+
+    class Meta:
+        model = EngineRecord
+        fields = (
+            "engine_id",
+            "node_name",
+            "host",
+            "pid",
+            "mode",
+            "pool",
+            "transport",
+            "started_at",
+            "heartbeat_at",
+            "stopped_at",
+            "alive",
+            "heartbeat_age_ms",
+            "claims_held",
+            "metrics",
+        )
+
+
+__all__ = [
+    "TOKEN_HASH_PREFIX_LEN",
+    "ClaimEventSerializer",
+    "ClaimSerializer",
+    "EngineSerializer",
+    "JournalEntrySerializer",
+    "PendingAsyncSerializer",
+    "WorkflowDetailSerializer",
+    "WorkflowSummarySerializer",
+]

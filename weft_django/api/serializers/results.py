@@ -1,0 +1,137 @@
+"""Response bodies that are not rows: errors, action results, ownership, metrics.
+
+Why plain serializers here: these bodies are built from what the client
+returns (a signal message, a purge count, ``ownership_status``) or from the
+read model's counters (``inspection.cluster_counters``); they exist so that
+drf-spectacular documents every body exactly. Rows are in ``responses``.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from weft_django.models import RUN_STATUSES
+
+from .fields import JSONPayloadField
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error: a stable ``code``, a message, and the error's own fields."""
+
+    code = serializers.CharField(help_text="Stable, machine-readable error code.")
+    message = serializers.CharField()
+
+
+class ValidationErrorSerializer(ErrorSerializer):
+    """A 400: ``code`` ``"invalid"`` with ``errors`` per field, or another code without."""
+
+    errors = serializers.DictField(
+        child=serializers.JSONField(),
+        required=False,
+        help_text='With code "invalid": field name -> list of messages (a nested object '
+        'for nested fields). Absent for "parse_error" and "invalid_payload".',
+    )
+
+
+class HolderSerializer(serializers.Serializer):
+    engine_id = serializers.CharField()
+    epoch = serializers.IntegerField()
+    expires_at = serializers.IntegerField(help_text="Engine clock, ms since the epoch.")
+    claimed_at = serializers.IntegerField(help_text="Engine clock, ms since the epoch.")
+
+
+class OwnerSerializer(HolderSerializer):
+    expired = serializers.BooleanField(
+        help_text="The holder's claim expired (past expires_at + takeover grace)."
+    )
+
+
+class SignalAcceptedSerializer(serializers.Serializer):
+    workflow_id = serializers.CharField()
+    run_id = serializers.UUIDField()
+    signal_id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class PurgeResultSerializer(serializers.Serializer):
+    workflow_id = serializers.CharField()
+    purged_runs = serializers.IntegerField()
+
+
+class QueryResultSerializer(serializers.Serializer):
+    workflow_id = serializers.CharField()
+    name = serializers.CharField()
+    result = JSONPayloadField(what="query result", allow_null=True)
+
+
+class OwnershipSerializer(serializers.Serializer):
+    """``client.ownership_status(id)`` (SPEC §2)."""
+
+    workflow_id = serializers.CharField()
+    status = serializers.ChoiceField(choices=list(RUN_STATUSES), allow_null=True)
+    epoch = serializers.IntegerField()
+    holder = HolderSerializer(allow_null=True)
+    expired = serializers.BooleanField()
+
+
+class ClaimCountsSerializer(serializers.Serializer):
+    total = serializers.IntegerField(help_text="Claim rows (one per workflow id ever claimed).")
+    held = serializers.IntegerField()
+    expired = serializers.IntegerField()
+
+
+class EngineCountsSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    alive = serializers.IntegerField()
+    stopped = serializers.IntegerField()
+
+
+class WakeCountSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    decision = serializers.CharField()
+    transport = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class MetricsSerializer(serializers.Serializer):
+    """The cluster's claim counters: every engine's ``EngineRecord.metrics`` summed."""
+
+    version = serializers.IntegerField()
+    attempts = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Claim attempts by outcome (acquired, takeover, lost_race, deposed, "
+        "backoff_skipped), summed over every engine, live and past.",
+    )
+    active_claims = serializers.IntegerField(
+        help_text="Sum of the active-claims gauge of engines not stopped."
+    )
+    renewal_failures = serializers.IntegerField()
+    wakes = WakeCountSerializer(many=True)
+    engines = EngineCountsSerializer()
+    claims = ClaimCountsSerializer()
+    runs_by_status = serializers.DictField(child=serializers.IntegerField())
+    due_timers = serializers.IntegerField()
+    oldest_due_timer_lag_ms = serializers.IntegerField(allow_null=True)
+
+
+class AsyncSettledSerializer(serializers.Serializer):
+    # A CharField, not a ChoiceField: a second enum named "status" would collide
+    # with the run status enum in the generated schema.
+    status = serializers.CharField(help_text='"completed" or "failed".')
+
+
+__all__ = [
+    "AsyncSettledSerializer",
+    "ClaimCountsSerializer",
+    "EngineCountsSerializer",
+    "ErrorSerializer",
+    "HolderSerializer",
+    "MetricsSerializer",
+    "OwnerSerializer",
+    "OwnershipSerializer",
+    "PurgeResultSerializer",
+    "QueryResultSerializer",
+    "SignalAcceptedSerializer",
+    "ValidationErrorSerializer",
+    "WakeCountSerializer",
+]

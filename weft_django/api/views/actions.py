@@ -1,0 +1,206 @@
+"""``POST workflows/<id>/<action>/``: signal, cancel, suspend, resume, retry, purge, query.
+
+Each action is a ``WorkflowActionView``: its body serializer, one call to
+the client, and the answer; the schema of each sits on its class.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import DatabaseError
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import exceptions
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from weft_django.api.exceptions import QueryFailed
+from weft_django.api.schema import WORKFLOW_TAG, action_responses
+from weft_django.api.serializers import (
+    PurgeResultSerializer,
+    QueryResultSerializer,
+    QuerySerializer,
+    ReasonSerializer,
+    SignalAcceptedSerializer,
+    SignalSerializer,
+    WorkflowDetailSerializer,
+)
+from weft_django.engine import client, external
+from weft_django.errors import WeftError
+
+from .base import WorkflowActionView, actor, detail_response
+
+logger = logging.getLogger("weft_django.api")
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="weft_workflows_signal",
+        tags=WORKFLOW_TAG,
+        summary="Send a signal",
+        description="Buffered durably until the run consumes it (202). A terminal run → 409.",
+        request=SignalSerializer,
+        responses=action_responses(SignalAcceptedSerializer, status=202),
+    )
+)
+class WorkflowSignalView(WorkflowActionView):
+    """``workflows/<id>/signal/``."""
+
+    body = SignalSerializer
+
+    def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        message = client.signal(workflow_id, data["name"], data.get("payload"))
+        body = {
+            "workflow_id": workflow_id,
+            "run_id": message.run_id,
+            "signal_id": message.pk,
+            "name": message.name,
+        }
+        return Response(SignalAcceptedSerializer(body).data, status=202)
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="weft_workflows_cancel",
+        tags=WORKFLOW_TAG,
+        summary="Cancel a run",
+        description="Immediate (no workflow code runs); cascades to live children; rotates "
+        "the claim's epoch. A terminal run → 409.",
+        request=ReasonSerializer,
+        responses=action_responses(WorkflowDetailSerializer),
+    )
+)
+class WorkflowCancelView(WorkflowActionView):
+    """``workflows/<id>/cancel/``."""
+
+    body = ReasonSerializer
+
+    def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        reason = data.get("reason") or ""
+        return detail_response(client.cancel(workflow_id, reason, actor=actor(request)))
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="weft_workflows_suspend",
+        tags=WORKFLOW_TAG,
+        summary="Suspend a run",
+        description="pending, running or parked → suspended; rotates the claim's epoch.",
+        request=ReasonSerializer,
+        responses=action_responses(WorkflowDetailSerializer),
+    )
+)
+class WorkflowSuspendView(WorkflowActionView):
+    """``workflows/<id>/suspend/``."""
+
+    body = ReasonSerializer
+
+    def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        reason = data.get("reason") or ""
+        return detail_response(client.suspend(workflow_id, reason, actor=actor(request)))
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="weft_workflows_resume",
+        tags=WORKFLOW_TAG,
+        summary="Resume a suspended run",
+        description="suspended → pending; an engine picks it up with a new epoch.",
+        request=None,
+        responses=action_responses(WorkflowDetailSerializer),
+    )
+)
+class WorkflowResumeView(WorkflowActionView):
+    """``workflows/<id>/resume/``."""
+
+    def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        return detail_response(client.resume(workflow_id))
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="weft_workflows_retry",
+        tags=WORKFLOW_TAG,
+        summary="Retry a failed or timed-out run",
+        description="The journal is kept: recorded steps do not run again; the failed step does.",
+        request=None,
+        responses=action_responses(WorkflowDetailSerializer),
+    )
+)
+class WorkflowRetryView(WorkflowActionView):
+    """``workflows/<id>/retry/``."""
+
+    def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        return detail_response(client.retry(workflow_id))
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="weft_workflows_purge",
+        tags=WORKFLOW_TAG,
+        summary="Delete every terminal run of a workflow id",
+        description="Only when the latest run is terminal (else 409). The claim row and its "
+        "epoch stay, so a later run of the same id never reuses an epoch.",
+        request=None,
+        responses=action_responses(PurgeResultSerializer),
+    )
+)
+class WorkflowPurgeView(WorkflowActionView):
+    """``workflows/<id>/purge/``."""
+
+    def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        purged = external.purge(workflow_id, actor=actor(request))
+        body = {"workflow_id": workflow_id, "purged_runs": purged}
+        return Response(PurgeResultSerializer(body).data)
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="weft_workflows_query",
+        tags=WORKFLOW_TAG,
+        summary="Call a query handler",
+        description="Replays the journal read-only in this process (nothing is written, no "
+        "activity runs) and calls the on_query handler. An unknown handler → 400 with "
+        'errors.name; a handler that raises → 400 "query_failed".',
+        request=QuerySerializer,
+        responses=action_responses(QueryResultSerializer),
+    )
+)
+class WorkflowQueryView(WorkflowActionView):
+    """``workflows/<id>/query/``."""
+
+    body = QuerySerializer
+
+    def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        name = data["name"]
+        try:
+            result = client.query(workflow_id, name, *data["args"])
+        except (WeftError, DatabaseError):
+            raise
+        except LookupError as exc:
+            if type(exc) is LookupError:  # the client's "no such handler"
+                raise exceptions.ValidationError({"name": [str(exc)]}) from None
+            raise self._failed(name, exc) from None
+        except Exception as exc:
+            raise self._failed(name, exc) from None
+        body = {"workflow_id": workflow_id, "name": name, "result": result}
+        return Response(QueryResultSerializer(body).data)
+
+    @staticmethod
+    def _failed(name: str, exc: Exception) -> QueryFailed:
+        # User code raised: the caller's arguments or the workflow's handler. Logged,
+        # since it may be a bug in the handler, and answered without a traceback.
+        logger.warning("weft API query %r failed", name, exc_info=exc)
+        return QueryFailed(f"Query {name!r} raised {type(exc).__name__}: {exc}"[:1000])
+
+
+__all__ = [
+    "WorkflowCancelView",
+    "WorkflowPurgeView",
+    "WorkflowQueryView",
+    "WorkflowResumeView",
+    "WorkflowRetryView",
+    "WorkflowSignalView",
+    "WorkflowSuspendView",
+]

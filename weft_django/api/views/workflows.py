@@ -1,0 +1,163 @@
+"""``workflows/``, ``workflows/<id>/`` and ``workflows/<id>/history/``: list, start, read."""
+
+from __future__ import annotations
+
+import contextlib
+
+from django.urls import NoReverseMatch
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+
+from weft_django.api.schema import (
+    ERR_400,
+    ERR_404,
+    ERR_409,
+    ERR_413,
+    ERR_AUTH,
+    ERR_PAGE,
+    RUN_ID_PARAM,
+    WORKFLOW_TAG,
+)
+from weft_django.api.serializers import (
+    JournalEntrySerializer,
+    RunParams,
+    StartWorkflowSerializer,
+    WorkflowDetailSerializer,
+    WorkflowListParams,
+    WorkflowSummarySerializer,
+)
+from weft_django.engine import client
+from weft_django.errors import WeftError
+from weft_django.models import RUN_STATUSES, JournalEntry, WorkflowRun
+
+from .base import WeftAPIView, bad_arguments, db, detail_response, get_run, query, validated
+
+
+class WorkflowListView(WeftAPIView):
+    """``workflows/``: list runs, start a run."""
+
+    @extend_schema(
+        operation_id="weft_workflows_list",
+        tags=WORKFLOW_TAG,
+        summary="List workflow runs",
+        description="Every run, newest first (older runs of a workflow id included).",
+        parameters=[
+            OpenApiParameter("status", OpenApiTypes.STR, enum=list(RUN_STATUSES)),
+            OpenApiParameter("name", OpenApiTypes.STR, description="Workflow type name."),
+            OpenApiParameter("workflow_id", OpenApiTypes.STR),
+        ],
+        responses={
+            200: WorkflowSummarySerializer(many=True),
+            400: ERR_400,
+            **ERR_AUTH,
+            404: ERR_PAGE,
+        },
+    )
+    def get(self, request: Request) -> Response:
+        params = query(WorkflowListParams, request)
+        runs = WorkflowRun.objects.using(db()).order_by("-created_at", "-pk")
+        filters = {
+            k: params[k] for k in ("status", "name", "workflow_id") if params.get(k) is not None
+        }
+        return self.page(runs.filter(**filters), WorkflowSummarySerializer)
+
+    @extend_schema(
+        operation_id="weft_workflows_start",
+        tags=WORKFLOW_TAG,
+        summary="Start a workflow run",
+        description="Writes the run as pending; an engine picks it up. 201 for a new run, "
+        "200 when idempotency_key names an existing run (returned as it is now).",
+        request=StartWorkflowSerializer,
+        responses={
+            201: WorkflowDetailSerializer,
+            200: WorkflowDetailSerializer,
+            400: ERR_400,
+            **ERR_AUTH,
+            409: ERR_409,
+            413: ERR_413,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(StartWorkflowSerializer, request.data)
+        key = data.get("idempotency_key")
+        existing = None
+        if key is not None:
+            existing = (
+                WorkflowRun.objects.using(db())
+                .filter(idempotency_key=key)
+                .values_list("pk", flat=True)
+                .first()
+            )
+        try:
+            handle = client.start(
+                data["name"],
+                data.get("input"),
+                workflow_id=data.get("workflow_id"),
+                idempotency_key=key,
+                start_after=data.get("start_after"),
+                start_at=data.get("start_at"),
+                execution_timeout=data.get("execution_timeout"),
+                on_conflict=data["on_conflict"],
+            )
+        except WeftError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise bad_arguments(exc) from None
+        run = get_run(handle.workflow_id, handle.run_id)
+        created = existing is None or str(existing) != handle.run_id
+        headers = {}
+        namespace = request.resolver_match.namespace if request.resolver_match else ""
+        with contextlib.suppress(NoReverseMatch):  # included without the named routes
+            headers["Location"] = reverse(
+                f"{namespace}:workflow-detail" if namespace else "workflow-detail",
+                kwargs={"workflow_id": run.workflow_id},
+                request=request,
+            )
+        return detail_response(run, status=201 if created else 200, headers=headers)
+
+
+class WorkflowDetailView(WeftAPIView):
+    """``workflows/<id>/``."""
+
+    @extend_schema(
+        operation_id="weft_workflows_retrieve",
+        tags=WORKFLOW_TAG,
+        summary="A workflow's latest run",
+        description="Status, result, error, epoch, owner, and the pending async activity. "
+        "pending_async_token shows the SHA-256 prefix of the token and its target: tokens "
+        "are stored hashed, so the raw token cannot be shown.",
+        parameters=[RUN_ID_PARAM],
+        responses={200: WorkflowDetailSerializer, 400: ERR_400, **ERR_AUTH, 404: ERR_404},
+    )
+    def get(self, request: Request, workflow_id: str) -> Response:
+        params = query(RunParams, request)
+        return detail_response(get_run(workflow_id, params.get("run_id")))
+
+
+class WorkflowHistoryView(WeftAPIView):
+    """``workflows/<id>/history/``: the journal, by position."""
+
+    @extend_schema(
+        operation_id="weft_workflows_history",
+        tags=WORKFLOW_TAG,
+        summary="A run's journal",
+        description="The recorded events of the latest run (or ?run_id=), by position.",
+        parameters=[RUN_ID_PARAM],
+        responses={
+            200: JournalEntrySerializer(many=True),
+            400: ERR_400,
+            **ERR_AUTH,
+            404: ERR_404,
+        },
+    )
+    def get(self, request: Request, workflow_id: str) -> Response:
+        params = query(RunParams, request)
+        run = get_run(workflow_id, params.get("run_id"))
+        entries = JournalEntry.objects.using(db()).filter(run_id=run.pk).order_by("position")
+        return self.page(entries, JournalEntrySerializer)
+
+
+__all__ = ["WorkflowDetailView", "WorkflowHistoryView", "WorkflowListView"]

@@ -1,0 +1,1 @@
+"""Optional integrations with third-party packages, each imported only when used."""

@@ -1,0 +1,189 @@
+"""The cluster's claim metrics for Prometheus (SPEC §4.8; the ``metrics`` extra).
+
+Why a collector that reads the database: every engine writes its counters
+into its ``EngineRecord.metrics`` at each heartbeat, and engines live in
+other processes (workers, Celery nodes). A custom collector that sums those
+rows at scrape time lets django-prometheus's ``/metrics`` in **any** process
+(a web worker, say) serve the cluster's truth, and adds gauges only the
+database knows (claims per engine, expired claims, runs by status, the
+oldest due timer's lag).
+
+Cardinality is bounded: every label value comes from a closed set
+(``weft_django.ownership.metrics.CLOSED_LABEL_SETS``) except ``engine_id``,
+which is emitted only for engines alive now. A workflow id is never a label.
+
+Registration (``register()``) is idempotent and never touches the database:
+``prometheus_client``'s default registry describes collectors at
+registration, so ``describe()`` yields empty families; the queries run in
+``collect()``, at scrape time. ``WeftConfig.ready()`` calls ``register()``
+when ``prometheus_client`` is importable and the project opts in
+(``settings_opt_in()``: ``WEFT["PROMETHEUS_COLLECTOR"]``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+try:
+    from prometheus_client import REGISTRY
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.registry import Collector, CollectorRegistry
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "weft_django.contrib.prometheus needs prometheus_client: install the metrics extra "
+        '(pip install "weft-django[metrics]")'
+    ) from exc
+
+from django.db import DatabaseError
+
+from weft_django.inspection import ClusterStatus, cluster_status
+from weft_django.ownership.metrics import CLAIM_ATTEMPT_OUTCOMES, RUN_STATUS_LABELS
+
+__all__ = ["OPT_IN_SETTING", "WeftClusterCollector", "register", "settings_opt_in", "unregister"]
+
+logger = logging.getLogger("weft_django.metrics")
+
+#: The older top-level Django setting, still read when ``WEFT["PROMETHEUS_COLLECTOR"]``
+#: is not set (default: on when ``django_prometheus``, what serves ``/metrics``,
+#: is installed).
+OPT_IN_SETTING = "WEFT_PROMETHEUS_COLLECTOR"
+
+
+class WeftClusterCollector(Collector):
+    """Sums every ``EngineRecord.metrics`` and adds cluster gauges at each scrape."""
+
+    def __init__(self, using: str | None = None) -> None:
+        self.using = using
+
+    # The families, empty: what ``describe()`` announces and ``collect()`` fills.
+    @staticmethod
+    def _families() -> dict[str, Any]:
+        return {
+            "attempts": CounterMetricFamily(
+                "weft_workflow_claim_attempts",
+                "Per-workflow claim attempts by outcome, summed over every engine.",
+                labels=["outcome"],
+            ),
+            "active": GaugeMetricFamily(
+                "weft_workflow_claims_active",
+                "Workflow claims held by live engines (their own count at last heartbeat).",
+            ),
+            "renewal_failures": CounterMetricFamily(
+                "weft_workflow_claim_renewal_failures",
+                "Workflow claims found lost while renewing, summed over every engine.",
+            ),
+            "wakes": CounterMetricFamily(
+                "weft_wakes",
+                "Workflow wakes by kind, guard decision and transport, summed over every engine.",
+                labels=["kind", "decision", "transport"],
+            ),
+            "engines_alive": GaugeMetricFamily(
+                "weft_engines_alive", "Engines alive (heartbeat within 3 renew intervals)."
+            ),
+            "claims_held": GaugeMetricFamily(
+                "weft_engine_claims_held",
+                "Claim rows held by each live engine, from the database.",
+                labels=["engine_id"],
+            ),
+            "expired": GaugeMetricFamily(
+                "weft_workflow_claims_expired",
+                "Claims whose holder expired past the takeover grace (or is corrupt).",
+            ),
+            "runs": GaugeMetricFamily(
+                "weft_workflow_runs", "Workflow runs by status.", labels=["status"]
+            ),
+            "lag": GaugeMetricFamily(
+                "weft_timer_due_lag_seconds",
+                "How long the oldest due timer of a running or parked run has been due.",
+            ),
+            "up": GaugeMetricFamily(
+                "weft_cluster_scrape_ok", "1 if the cluster state was read from the database."
+            ),
+        }
+
+    def describe(self) -> Iterator[Any]:
+        """Names only, no database access (called at registration)."""
+        yield from self._families().values()
+
+    def collect(self) -> Iterator[Any]:
+        families = self._families()
+        try:
+            status = cluster_status(using=self.using)
+        except DatabaseError:
+            # A scrape must not fail the whole /metrics page because weft's tables
+            # are unreachable; say so in a gauge of our own instead.
+            logger.warning("weft metrics: could not read the cluster state", exc_info=True)
+            families["up"].add_metric([], 0)
+            yield families["up"]
+            return
+        self._fill(families, status)
+        yield from families.values()
+
+    @staticmethod
+    def _fill(families: dict[str, Any], status: ClusterStatus) -> None:
+        totals = status.totals
+        for outcome in CLAIM_ATTEMPT_OUTCOMES:
+            families["attempts"].add_metric([outcome], totals.attempts.get(outcome, 0))
+        families["active"].add_metric([], totals.active_claims)
+        families["renewal_failures"].add_metric([], totals.renewal_failures)
+        # ``totals.wakes`` keys were validated against the closed sets by from_json.
+        for (kind, decision, transport), n in sorted(totals.wakes.items()):
+            families["wakes"].add_metric([kind, decision, transport], n)
+        families["engines_alive"].add_metric([], len(status.alive_engines))
+        for engine_id, n in sorted(status.live_claims_per_engine.items()):
+            families["claims_held"].add_metric([engine_id], n)
+        families["expired"].add_metric([], status.expired_claims)
+        for run_status in RUN_STATUS_LABELS:
+            families["runs"].add_metric([run_status], status.runs_by_status.get(run_status, 0))
+        families["lag"].add_metric([], status.due_timer_lag_s)
+        families["up"].add_metric([], 1)
+
+
+_lock = threading.Lock()
+_registered: dict[int, WeftClusterCollector] = {}
+
+
+def register(registry: CollectorRegistry | None = None) -> WeftClusterCollector:
+    """Register the collector once per registry (idempotent; no database access)."""
+    target = REGISTRY if registry is None else registry
+    with _lock:
+        existing = _registered.get(id(target))
+        if existing is not None:
+            return existing
+        collector = WeftClusterCollector()
+        target.register(collector)
+        _registered[id(target)] = collector
+        return collector
+
+
+def unregister(registry: CollectorRegistry | None = None) -> None:
+    """Undo ``register()`` (tests)."""
+    target = REGISTRY if registry is None else registry
+    with _lock:
+        collector = _registered.pop(id(target), None)
+        if collector is not None:
+            target.unregister(collector)
+
+
+def settings_opt_in() -> bool:
+    """Whether ``ready()`` should register.
+
+    ``WEFT["PROMETHEUS_COLLECTOR"]`` when set, else the top-level
+    ``WEFT_PROMETHEUS_COLLECTOR``, else whether ``django_prometheus`` (what
+    serves ``/metrics``) is installed.
+    """
+    from django.apps import apps
+    from django.conf import settings
+
+    from weft_django.conf import get_settings
+
+    # ``prometheus_collector`` is WEFT["PROMETHEUS_COLLECTOR"] once conf has it.
+    explicit = getattr(get_settings(), "prometheus_collector", None)
+    if explicit is None:
+        explicit = getattr(settings, OPT_IN_SETTING, None)
+    if explicit is not None:
+        return bool(explicit)
+    return apps.is_installed("django_prometheus")

@@ -1,0 +1,71 @@
+"""The cluster's claim counters as the API's ``metrics/`` serves them (SPEC §5).
+
+Why apart from ``status``: the API's body is shaped for JSON clients (counts
+of engines and claims, the oldest due timer's lag in ms) where
+``ClusterStatus`` is shaped for the probe and the collector; both count with
+the same rules (``querysets``): alive engines, expired claims, due timers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count
+
+from weft_django.clock import now_ms as clock_now_ms
+from weft_django.conf import get_settings
+from weft_django.models import EngineRecord, WorkflowClaim
+from weft_django.ownership.metrics import ClaimMetricsSnapshot
+from weft_django.querysets import alive_window_ms, expired_claims_q, held_claims_q
+
+from .rules import engine_is_alive, takeover_grace_ms
+from .status import due_timers, runs_by_status
+
+
+def engine_counters(raw: Any) -> dict[str, Any]:
+    """One ``EngineRecord.metrics`` value, decoded fail-closed, as JSON."""
+    return ClaimMetricsSnapshot.from_json(raw).to_json()
+
+
+def cluster_counters(now_ms: int | None = None, *, using: str | None = None) -> dict[str, Any]:
+    """Every engine's counters summed, with counts of engines, claims, runs and due timers.
+
+    ``active_claims`` sums the gauge of engines that have not stopped (a
+    silent engine's last value included): what the field has always said.
+    ``now_ms`` defaults to ``clock.now_ms()``, the clock client-side times use.
+    """
+    settings = get_settings()
+    db = using or settings.database
+    now = clock_now_ms() if now_ms is None else now_ms
+    window = alive_window_ms(settings)
+    total = ClaimMetricsSnapshot()
+    active = engines = alive = stopped = 0
+    rows = EngineRecord.objects.using(db).only("metrics", "stopped_at", "heartbeat_at")
+    for record in rows.iterator():
+        snapshot = ClaimMetricsSnapshot.from_json(record.metrics)
+        total = total + snapshot
+        engines += 1
+        if record.stopped_at is None:
+            active += snapshot.active_claims
+            alive += int(engine_is_alive(record, now, window))
+        else:
+            stopped += 1
+    body = total.to_json()
+    body["active_claims"] = active
+    counts = WorkflowClaim.objects.using(db).aggregate(
+        total=Count("pk"),
+        held=Count("pk", filter=held_claims_q()),
+        expired=Count("pk", filter=expired_claims_q(now, takeover_grace_ms(settings))),
+    )
+    n_due, oldest = due_timers(db, now)
+    body.update(
+        engines={"total": engines, "alive": alive, "stopped": stopped},
+        claims=counts,
+        runs_by_status=runs_by_status(db),
+        due_timers=n_due,
+        oldest_due_timer_lag_ms=None if oldest is None else now - oldest,
+    )
+    return body
+
+
+__all__ = ["cluster_counters", "engine_counters"]

@@ -1,0 +1,254 @@
+"""The cluster at one moment: what ``weft_status`` prints and ``/metrics`` exports.
+
+Why a snapshot object: the probe (``weft_status --check``), the Prometheus
+collector and the API's ``metrics/`` must count the same engines, claims,
+runs and due timers; they all read them here, through the querysets' rules,
+in a handful of aggregate queries whatever the cluster's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Min
+
+from weft_django.clock import wall_ms
+from weft_django.conf import get_settings
+from weft_django.models import (
+    RUN_STATUSES,
+    EngineRecord,
+    OwnershipModeMarker,
+    Timer,
+    WorkflowClaim,
+    WorkflowRun,
+)
+from weft_django.ownership.metrics import ClaimMetricsSnapshot
+from weft_django.querysets import alive_engines_q, alive_window_ms
+
+from .rules import engine_is_alive, takeover_grace_ms
+
+
+def sum_engine_metrics(rows: Iterable[tuple[Any, bool]]) -> ClaimMetricsSnapshot:
+    """Sum ``(EngineRecord.metrics, alive)`` pairs into the cluster's totals.
+
+    Counters add up over live *and* past engines (a counter never goes down
+    because an engine stopped). The active-claims gauge adds up over live
+    engines only: a dead engine's last value is a stale gauge, and its claims
+    show up as expired instead.
+    """
+    total = ClaimMetricsSnapshot()
+    for raw, alive in rows:
+        snap = ClaimMetricsSnapshot.from_json(raw)
+        if not alive:
+            snap = ClaimMetricsSnapshot(
+                attempts=snap.attempts,
+                active_claims=0,
+                renewal_failures=snap.renewal_failures,
+                wakes=snap.wakes,
+            )
+        total = total + snap
+    return total
+
+
+def runs_by_status(using: str) -> dict[str, int]:
+    """Run counts for every status (0 for a status with no run), in ``RUN_STATUSES`` order."""
+    counts: dict[str, int] = dict.fromkeys(RUN_STATUSES, 0)
+    rows = WorkflowRun.objects.using(using).values_list("status").annotate(n=Count("pk")).order_by()
+    for status, n in rows:
+        if status in counts:
+            counts[status] = n
+    return counts
+
+
+def due_timers(using: str, now_ms: int) -> tuple[int, int | None]:
+    """``(count, oldest fire_at)`` of the due timers (``Timer.objects.due``)."""
+    agg = Timer.objects.using(using).due(now_ms).aggregate(oldest=Min("fire_at"), n=Count("pk"))
+    return int(agg["n"] or 0), agg["oldest"]
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """One engine boot as the status command and the admin show it."""
+
+    engine_id: str
+    node_name: str
+    host: str
+    pid: int | None
+    mode: str
+    transport: str
+    alive: bool
+    started_at: int
+    heartbeat_at: int
+    stopped_at: int | None
+    heartbeat_age_s: float
+    claims_held: int
+    counters: ClaimMetricsSnapshot
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "engine_id": self.engine_id,
+            "node_name": self.node_name,
+            "host": self.host,
+            "pid": self.pid,
+            "mode": self.mode,
+            "transport": self.transport,
+            "alive": self.alive,
+            "started_at": self.started_at,
+            "heartbeat_at": self.heartbeat_at,
+            "stopped_at": self.stopped_at,
+            "heartbeat_age_s": round(self.heartbeat_age_s, 3),
+            "claims_held": self.claims_held,
+            "counters": self.counters.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """Everything ``weft_status`` prints and the collector exports, read at one moment."""
+
+    now_ms: int
+    ownership: str
+    marker: dict[str, Any] | None
+    engines: list[EngineStatus]
+    engines_total: int
+    claims_per_engine: dict[str, int]
+    expired_claims: int
+    runs_by_status: dict[str, int]
+    due_timers: int
+    due_timer_lag_s: float
+    totals: ClaimMetricsSnapshot = field(default_factory=ClaimMetricsSnapshot)
+
+    @property
+    def alive_engines(self) -> list[EngineStatus]:
+        return [engine for engine in self.engines if engine.alive]
+
+    @property
+    def live_claims_per_engine(self) -> dict[str, int]:
+        """Claims per engine, restricted to live engines (the collector's label set)."""
+        alive = {engine.engine_id for engine in self.alive_engines}
+        return {k: v for k, v in self.claims_per_engine.items() if k in alive}
+
+    def problems(self, max_lag_s: float) -> list[str]:
+        """Why a liveness probe should fail (empty when healthy)."""
+        found: list[str] = []
+        if not self.alive_engines:
+            found.append("no engine is alive")
+        if self.due_timer_lag_s > max_lag_s:
+            found.append(f"due timers lag {self.due_timer_lag_s:.1f} s (more than {max_lag_s:g} s)")
+        return found
+
+    def to_json(self, max_lag_s: float | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "now_ms": self.now_ms,
+            "ownership": self.ownership,
+            "marker": self.marker,
+            "engines_alive": len(self.alive_engines),
+            "engines_total": self.engines_total,
+            "engines": [engine.to_json() for engine in self.engines],
+            "claims_per_engine": dict(self.claims_per_engine),
+            "claims_held": sum(self.claims_per_engine.values()),
+            "expired_claims": self.expired_claims,
+            "runs_by_status": dict(self.runs_by_status),
+            "due_timers": self.due_timers,
+            "due_timer_lag_s": round(self.due_timer_lag_s, 3),
+            "metrics": self.totals.to_json(),
+        }
+        if max_lag_s is not None:
+            problems = self.problems(max_lag_s)
+            data["check"] = {"ok": not problems, "max_lag_s": max_lag_s, "problems": problems}
+        return data
+
+
+def cluster_status(
+    now_ms: int | None = None,
+    *,
+    using: str | None = None,
+    recent_engines: int = 20,
+) -> ClusterStatus:
+    """Read the cluster's state: a handful of aggregate queries, whatever its size.
+
+    ``engines`` lists every alive engine plus the ``recent_engines`` most
+    recently started others (one row per boot accumulates); the metric
+    totals still cover every row. ``now_ms`` defaults to this process's wall
+    clock (a probe or a scrape runs outside any engine).
+    """
+    settings = get_settings()
+    db = using or settings.database
+    now = wall_ms() if now_ms is None else now_ms
+    window = alive_window_ms(settings)
+    alive_q = alive_engines_q(now, window)
+
+    claims_per_engine = {
+        engine_id: n
+        for engine_id, n in WorkflowClaim.objects.using(db)
+        .held()
+        .values_list("engine_id")
+        .annotate(n=Count("pk"))
+        .order_by("engine_id")
+    }
+
+    records = EngineRecord.objects.using(db)
+    shown = list(records.filter(alive_q).order_by("-started_at")) + list(
+        records.exclude(alive_q).order_by("-started_at")[:recent_engines]
+    )
+    engines = [
+        EngineStatus(
+            engine_id=r.engine_id,
+            node_name=r.node_name,
+            host=r.host,
+            pid=r.pid,
+            mode=r.mode,
+            transport=r.transport,
+            alive=engine_is_alive(r, now, window),
+            started_at=r.started_at,
+            heartbeat_at=r.heartbeat_at,
+            stopped_at=r.stopped_at,
+            heartbeat_age_s=(now - r.heartbeat_at) / 1000,
+            claims_held=claims_per_engine.get(r.engine_id, 0),
+            counters=ClaimMetricsSnapshot.from_json(r.metrics),
+        )
+        for r in shown
+    ]
+    alive_ids = set(records.filter(alive_q).values_list("engine_id", flat=True))
+    totals = sum_engine_metrics(
+        (metrics, engine_id in alive_ids)
+        for engine_id, metrics in records.values_list("engine_id", "metrics").iterator()
+    )
+
+    n_due, oldest = due_timers(db, now)
+    lag_s = max(0, now - oldest) / 1000 if oldest is not None else 0.0
+
+    marker_row = OwnershipModeMarker.objects.using(db).first()
+    marker = (
+        {"mode": marker_row.mode, "established_at": marker_row.established_at}
+        if marker_row is not None
+        else None
+    )
+
+    return ClusterStatus(
+        now_ms=now,
+        ownership=settings.ownership,
+        marker=marker,
+        engines=engines,
+        engines_total=records.count(),
+        claims_per_engine=claims_per_engine,
+        expired_claims=WorkflowClaim.objects.using(db)
+        .expired(now, takeover_grace_ms(settings))
+        .count(),
+        runs_by_status=runs_by_status(db),
+        due_timers=n_due,
+        due_timer_lag_s=float(lag_s),
+        totals=totals,
+    )
+
+
+__all__ = [
+    "ClusterStatus",
+    "EngineStatus",
+    "cluster_status",
+    "due_timers",
+    "runs_by_status",
+    "sum_engine_metrics",
+]
