@@ -69,15 +69,17 @@ class NodeEngine(Engine):
     """The node's engine: its heartbeat adds its counters to the record, never
     overwrites them (pool processes add theirs too)."""
 
-    _flushed: ClaimMetricsSnapshot
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: What the last heartbeat added (the next one adds only what is new).
+        self._flushed = ClaimMetricsSnapshot()
 
     def heartbeat(self) -> None:
         snapshot = self.metrics.snapshot()
-        flushed = getattr(self, "_flushed", None) or ClaimMetricsSnapshot()
         add_to_engine_record(
             self.settings.database,
             self.engine_id,
-            subtract(snapshot, flushed),
+            subtract(snapshot, self._flushed),
             active_claims=snapshot.active_claims,
             heartbeat_at=self.now_ms(),
         )
