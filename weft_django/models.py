@@ -35,6 +35,7 @@ RUN_STATUSES: tuple[RunStatus, ...] = (
 )
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timed_out"})
 LIVE_STATUSES: tuple[str, ...] = ("pending", "running", "parked", "suspended")
+DRIVABLE_STATUSES: tuple[str, ...] = ("running", "parked")  # a turn may run: held by an engine
 
 ClaimEventKind = Literal["acquire", "takeover", "release", "rotate", "force_release"]
 CLAIM_EVENT_KINDS: tuple[ClaimEventKind, ...] = (

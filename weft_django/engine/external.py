@@ -12,7 +12,6 @@ under lock in the batch, retrying on a concurrent change.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
+from weft_django.clock import now_ms, process_clock
 from weft_django.conf import get_settings
 from weft_django.engine.payload import normalize
 from weft_django.engine.store import bump_parent, hash_token
@@ -50,31 +50,24 @@ from weft_django.transports.notify import WAKE_CHANNEL, notify_on_commit
 MAX_ATTEMPTS = 8
 
 
-_engine_clock: Callable[[], int] | None = None
-
-
 def wall_ms() -> int:
-    """Now, in ms of the engine clock (SPEC §4.4 "Times are the engine clock").
-
-    The wall clock, unless an engine booted in this process with an injected
-    clock (tests, the test kit): then client-side times (``start_after``,
-    ``execution_timeout``, rotation timestamps, ``ownership_status``) use that
-    clock too, so they compare with the engine's timers and claims.
-    """
-    clock = _engine_clock
-    if clock is not None:
-        return int(clock())
-    return time.time_ns() // 1_000_000
+    """Moved to ``weft_django.clock.now_ms``; kept for imports."""
+    return now_ms()
 
 
 def use_engine_clock(clock: Callable[[], int] | None) -> None:
-    """Install (or, with ``None``, remove) the injected clock of this process's engine."""
-    global _engine_clock
-    _engine_clock = clock
+    """Install (or, with ``None``, remove every) injected engine clock of this
+    process: ``weft_django.clock.process_clock``; kept for imports."""
+    if clock is not None:
+        process_clock.install(clock)
+        return
+    while (current := process_clock.current()) is not None:
+        process_clock.remove(current)
 
 
 def engine_clock() -> Callable[[], int] | None:
-    return _engine_clock
+    """``weft_django.clock.process_clock.current()``; kept for imports."""
+    return process_clock.current()
 
 
 def latest_run(workflow_id: str, using: str | None = None) -> WorkflowRun:
