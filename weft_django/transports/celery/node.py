@@ -45,7 +45,7 @@ class CeleryNodeScheduler(MessageScheduler):
 
     def dispatch_timers(self, owned: QuerySet[WorkflowRun], now_ms: int) -> Iterable[str] | None:
         return dispatch_timers(
-            self.engine,  # type: ignore[arg-type]
+            self.engine,
             owned,
             now_ms,
             node_name=self.identity.node_name,
@@ -94,9 +94,6 @@ class NodeRuntime:
         self.worker = worker
         self.scheduler = CeleryNodeScheduler(ident, worker)
         self.engine = build_engine(ident, self.scheduler, NodeEngine)
-        # Until the engine takes its maintenance hooks from the scheduler.
-        self.engine.timer_dispatcher = self.scheduler.dispatch_timers  # type: ignore[assignment]
-        self.engine.stranded_finder = self.scheduler.find_stranded  # type: ignore[assignment]
 
     def start(self) -> None:
         engine = self.engine

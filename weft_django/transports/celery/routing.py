@@ -59,8 +59,9 @@ def owner_of_run(using: str, run_id: Any) -> Owner | None:
 
 def route_wake(wake: Wake) -> None:
     """Send the message a committed wake calls for (or nothing: polling covers it)."""
-    if wake.event == "finished":
-        return  # a waiter's business (NOTIFY or polling), not a node's
+    if wake.event in ("finished", "released"):
+        # A waiter's business, or a holderless run the reclaim scan takes over.
+        return
     from weft_django.models import EngineRecord
 
     settings = get_settings()

@@ -29,7 +29,7 @@ class MessageScheduler(TurnScheduler):
     """Base of the node's schedulers: a found turn is a message to this node."""
 
     #: Wakes reach a node as messages; polling every renew interval is the backstop.
-    listens: ClassVar[bool] = False
+    listens: bool = False
     #: The node renews every claim carrying its engine id, also the pool's.
     renew_scope: RenewScope = "engine"
     #: The ``via`` label of the messages this scheduler sends.
@@ -39,6 +39,18 @@ class MessageScheduler(TurnScheduler):
         self.identity = ident
         self.node_name = ident.node_name
         self.pool_name = ident.pool
+        self._started = False
+
+    def start(self) -> None:
+        self._started = True
+
+    def stop(self, grace: float) -> None:
+        self._started = False
+
+    @property
+    def background(self) -> bool:
+        """A started node's turns run elsewhere (its pool), never inline."""
+        return self._started
 
     def dispatch_turn(
         self, run_id: str, wake_kind: WakeKind | None, transport: WakeTransport = "local"
@@ -85,16 +97,7 @@ def build_engine(
     """An engine of this node (one engine id in every process) on ``scheduler``."""
     from weft_django.engine import Engine
 
-    engine = (cls or Engine)(
-        engine_id=ident.engine_id,
-        node_name=scheduler.node_name,
-        pool=scheduler.pool_name,
-        renew_scope=scheduler.renew_scope,
-        listen=scheduler.listens,
-        dispatcher=scheduler.dispatch_turn,  # type: ignore[arg-type]
-    )
-    scheduler.bind(engine)  # type: ignore[arg-type]
-    return engine
+    return (cls or Engine)(engine_id=ident.engine_id, scheduler=scheduler)
 
 
 __all__ = ["MessageScheduler", "build_engine"]

@@ -27,13 +27,13 @@ from weft_django.transports.celery.turn_marks import BATCH, DRIVABLE_STATUSES
 from weft_django.vocab import timer_wake_kind
 
 if TYPE_CHECKING:
-    from weft_django.engine import Engine
+    from weft_django.ownership.host import OwnershipHost
 
 logger = logging.getLogger("weft_django.transports.celery")
 
 
 def dispatch_timers(
-    engine: Engine,
+    engine: OwnershipHost,
     runs: QuerySet[WorkflowRun],
     now: int,
     *,
@@ -100,7 +100,7 @@ def dispatch_timers(
     return now_runs
 
 
-def after_turn(engine: Engine, workflow_id: str, *, node_name: str) -> None:
+def after_turn(engine: OwnershipHost, workflow_id: str, *, node_name: str) -> None:
     """Timers the turn just wrote that are due within the horizon: hand them over."""
     runs = WorkflowRun.objects.using(engine.settings.database).filter(
         workflow_id=workflow_id, status__in=DRIVABLE_STATUSES
