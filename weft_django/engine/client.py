@@ -158,7 +158,7 @@ def start(
         previous = (
             WorkflowRun.objects.using(db)
             .filter(workflow_id=workflow_id)
-            .order_by("-created_at")
+            .order_by("-created_at", "-pk")
             .first()
         )
         if previous is not None:
