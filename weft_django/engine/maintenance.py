@@ -19,7 +19,7 @@ from typing import Any
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from weft_django.engine import external
+from weft_django.engine import operations
 from weft_django.engine import signals as weft_signals
 from weft_django.engine.host import TurnHost
 from weft_django.models import (
@@ -139,7 +139,7 @@ class Maintenance:
             return 0
         self.retention_due = now + engine.settings.claim_renew_interval_ms
         try:
-            return external.purge_older_than(
+            return operations.purge_older_than(
                 timedelta(milliseconds=retention_ms), actor=engine.engine_id, limit=BATCH
             )
         except Exception:
@@ -153,7 +153,7 @@ class Maintenance:
         )[:BATCH]
         count = 0
         for run in expired:
-            if external.timeout(run, actor=self.engine.engine_id) is not None:
+            if operations.timeout(run, actor=self.engine.engine_id) is not None:
                 count += 1
         return count
 
