@@ -4,18 +4,28 @@ A command is plain data: the engine decides how to carry it out, and the
 journal records its outcome under the command's position (the n-th leaf
 command the run yielded). ``kind`` and ``target`` are what a replay compares
 to detect a changed workflow (``NonDeterminismError``).
+
+The command's *class* is its identity in code: the replay and the turn
+dispatch on it (``isinstance`` / a table keyed on the class). ``kind`` is
+the same identity as the string the journal stores, so it never changes for
+a class: a renamed ``kind`` would make every stored journal diverge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+LeafKind = Literal["activity", "sleep", "signal", "wait-condition", "async-activity", "child"]
+"""The journal's kind for each leaf command (stored; never renamed)."""
+
+CommandKind = LeafKind | Literal["command", "all", "race", "continue-as-new"]
 
 
 @dataclass(frozen=True)
 class Command:
-    kind: ClassVar[str] = "command"
+    kind: ClassVar[CommandKind] = "command"
 
     @property
     def target(self) -> str:
@@ -27,7 +37,7 @@ class Command:
 
 @dataclass(frozen=True)
 class RunActivity(Command):
-    kind: ClassVar[str] = "activity"
+    kind: ClassVar[LeafKind] = "activity"
     name: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -39,13 +49,13 @@ class RunActivity(Command):
 
 @dataclass(frozen=True)
 class Sleep(Command):
-    kind: ClassVar[str] = "sleep"
+    kind: ClassVar[LeafKind] = "sleep"
     duration_ms: int
 
 
 @dataclass(frozen=True)
 class WaitSignal(Command):
-    kind: ClassVar[str] = "signal"
+    kind: ClassVar[LeafKind] = "signal"
     name: str
     timeout_ms: int | None = None
 
@@ -56,14 +66,14 @@ class WaitSignal(Command):
 
 @dataclass(frozen=True)
 class WaitUntil(Command):
-    kind: ClassVar[str] = "wait-condition"
+    kind: ClassVar[LeafKind] = "wait-condition"
     predicate: Callable[[], bool]
     timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class StartAsyncActivity(Command):
-    kind: ClassVar[str] = "async-activity"
+    kind: ClassVar[LeafKind] = "async-activity"
     name: str
     is_activity: bool
     args: tuple[Any, ...] = ()
@@ -76,7 +86,7 @@ class StartAsyncActivity(Command):
 
 @dataclass(frozen=True)
 class StartChild(Command):
-    kind: ClassVar[str] = "child"
+    kind: ClassVar[LeafKind] = "child"
     name: str
     input: Any = None
     workflow_id: str | None = None
@@ -87,22 +97,31 @@ class StartChild(Command):
 
 
 LeafCommand = RunActivity | Sleep | WaitSignal | WaitUntil | StartAsyncActivity | StartChild
-LEAF_KINDS = frozenset({"activity", "sleep", "signal", "wait-condition", "async-activity", "child"})
+LEAF_COMMANDS: tuple[type[LeafCommand], ...] = (
+    RunActivity,
+    Sleep,
+    WaitSignal,
+    WaitUntil,
+    StartAsyncActivity,
+    StartChild,
+)
+"""The commands a body may wait on (alone or in ``ctx.all``/``ctx.race``)."""
+LEAF_KINDS: frozenset[str] = frozenset(command.kind for command in LEAF_COMMANDS)
 
 
 @dataclass(frozen=True)
 class All(Command):
-    kind: ClassVar[str] = "all"
+    kind: ClassVar[Literal["all"]] = "all"
     commands: tuple[LeafCommand, ...]
 
 
 @dataclass(frozen=True)
 class Race(Command):
-    kind: ClassVar[str] = "race"
+    kind: ClassVar[Literal["race"]] = "race"
     commands: tuple[LeafCommand, ...]
 
 
 @dataclass(frozen=True)
 class ContinueAsNew(Command):
-    kind: ClassVar[str] = "continue-as-new"
+    kind: ClassVar[CommandKind] = "continue-as-new"
     input: Any = None

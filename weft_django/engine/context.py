@@ -4,6 +4,10 @@ Methods that return a command (``run``, ``sleep``, ...) do nothing by
 themselves; the body must ``yield`` them. Methods that return a value
 (``now``, ``uuid4``, ``random``, ``patched``) record it in the journal the
 first time and replay it afterwards, so a replay takes the same path.
+
+``ctx`` depends on a ``WorkflowRuntime`` it declares here (what it needs from
+whatever drives the body: replay state, recorded values, the clock), never
+on the replay module: the arrow points one way, replay → context.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import random as _random
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
+from weft_django.durations import optional_ms, to_ms
 from weft_django.engine.commands import (
     All,
     ContinueAsNew,
@@ -29,22 +34,37 @@ from weft_django.engine.commands import (
 )
 from weft_django.engine.definitions import activity_definition
 
-if TYPE_CHECKING:
-    from weft_django.engine.replay import Replay
+SideEffectKind = Literal["now", "uuid", "random"]
+"""Values ``ctx`` records once and replays (``patch`` has ``patched()``)."""
+
+
+class WorkflowRuntime(Protocol):
+    """What ``ctx`` needs from the runtime driving the body (``Replay`` is one)."""
+
+    @property
+    def is_replaying(self) -> bool:
+        """The body is re-running recorded history (``ctx.logger`` stays silent)."""
+        ...
+
+    def clock_ms(self) -> int:
+        """The engine clock, in ms (what ``ctx.now()`` records)."""
+        ...
+
+    def side_effect(self, kind: SideEffectKind, target: str, make: Callable[[], Any]) -> Any:
+        """The recorded value of this ``kind`` here, or ``make()``'s, recorded."""
+        ...
+
+    def patched(self, change_id: str) -> bool:
+        """Whether this run takes the new path of ``change_id``."""
+        ...
 
 
 def duration_ms(value: timedelta | float | int | None, what: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
-        raise TypeError(f"{what} must be a timedelta or a number of seconds, got {value!r}")
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if not seconds >= 0:
-        raise ValueError(f"{what} must be a non-negative duration, got {value!r}")
-    return round(seconds * 1000)
+    """A ``ctx`` duration in ms (``None`` stays ``None``): ``durations.optional_ms``."""
+    return optional_ms(value, what)
 
 
-class _ReplayAwareLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _ReplayAwareLogger(logging.LoggerAdapter[logging.Logger]):
     """Silent while the replay is re-running recorded history."""
 
     def __init__(self, logger: logging.Logger, ctx: WorkflowContext) -> None:
@@ -62,8 +82,8 @@ class _ReplayAwareLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
 class WorkflowContext:
     """The ``ctx`` argument of a workflow."""
 
-    def __init__(self, replay: Replay, workflow_id: str, run_id: str, name: str) -> None:
-        self._replay = replay
+    def __init__(self, runtime: WorkflowRuntime, workflow_id: str, run_id: str, name: str) -> None:
+        self._runtime = runtime
         self.workflow_id = workflow_id
         self.run_id = run_id
         self.workflow_name = name
@@ -74,7 +94,7 @@ class WorkflowContext:
 
     @property
     def is_replaying(self) -> bool:
-        return self._replay.is_replaying
+        return self._runtime.is_replaying
 
     # -- commands ------------------------------------------------------------
     def run(self, target: Any, *args: Any, **kwargs: Any) -> RunActivity:
@@ -84,9 +104,7 @@ class WorkflowContext:
         return RunActivity(definition.name, tuple(args), dict(kwargs))
 
     def sleep(self, duration: timedelta | float) -> Sleep:
-        ms = duration_ms(duration, "ctx.sleep duration")
-        assert ms is not None
-        return Sleep(ms)
+        return Sleep(to_ms(duration, "ctx.sleep duration"))
 
     def wait_for_signal(self, name: str, timeout: timedelta | float | None = None) -> WaitSignal:
         return WaitSignal(name, duration_ms(timeout, "wait_for_signal timeout"))
@@ -127,17 +145,17 @@ class WorkflowContext:
 
     # -- recorded values -----------------------------------------------------
     def now(self) -> datetime:
-        ms = self._replay.side_effect("now", "", self._replay.clock_ms)
+        ms = self._runtime.side_effect("now", "", self._runtime.clock_ms)
         return datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
 
     def uuid4(self) -> uuid.UUID:
-        return uuid.UUID(str(self._replay.side_effect("uuid", "", lambda: str(uuid.uuid4()))))
+        return uuid.UUID(str(self._runtime.side_effect("uuid", "", lambda: str(uuid.uuid4()))))
 
     def random(self) -> float:
-        return float(self._replay.side_effect("random", "", _random.random))
+        return float(self._runtime.side_effect("random", "", _random.random))
 
     def patched(self, change_id: str) -> bool:
-        return self._replay.patched(change_id)
+        return self._runtime.patched(change_id)
 
     # -- handlers ------------------------------------------------------------
     def on_signal(self, name: str, fn: Callable[[Any], Any]) -> None:

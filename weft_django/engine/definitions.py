@@ -14,20 +14,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from weft_django.durations import optional_ms
 from weft_django.errors import UnknownWorkflowType
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _ms(value: timedelta | float | int | None, what: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
-        raise TypeError(f"{what} must be a timedelta or seconds, got {value!r}")
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds < 0 or seconds != seconds:
-        raise ValueError(f"{what} must be a non-negative duration, got {value!r}")
-    return round(seconds * 1000)
 
 
 @dataclass(frozen=True)
@@ -94,8 +84,8 @@ def activity(
     """Register a function as an activity; it stays callable directly."""
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"activity retries must be a non-negative integer, got {retries!r}")
-    backoff_ms = _ms(backoff, "activity backoff") or 0
-    timeout_ms = _ms(timeout, "activity timeout")
+    backoff_ms = optional_ms(backoff, "activity backoff") or 0
+    timeout_ms = optional_ms(timeout, "activity timeout")
     non_retryable_types = tuple(non_retryable)
 
     def decorate(fn: F) -> F:

@@ -75,7 +75,3 @@ def normalize(what: str, value: Any, max_bytes: int | None = None) -> Any:
     """The JSON round trip of ``value`` (what a replay would see)."""
     return json.loads(dumps(what, value, max_bytes))
 
-
-def round_trip(value: Any) -> Any:
-    """Round trip a value already stored (trusted JSON): a fresh copy."""
-    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))

@@ -10,34 +10,41 @@ replay has reached the *frontier* and reports which commands are still
 open. The engine acts on them and feeds each new event back with
 ``apply``. Nothing here touches the database — the body runs with database
 access refused — so ``client.query`` can replay read-only anywhere.
+
+``Replay`` is the ``WorkflowRuntime`` that ``ctx`` declares: this module
+imports the context, never the reverse.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connections
+from typing import Any, Literal
 
 from weft_django.engine.commands import (
-    LEAF_KINDS,
+    LEAF_COMMANDS,
     All,
-    Command,
     ContinueAsNew,
     LeafCommand,
+    LeafKind,
     Race,
+    WaitUntil,
 )
-from weft_django.engine.context import WorkflowContext
+from weft_django.engine.context import SideEffectKind, WorkflowContext
 from weft_django.engine.definitions import WorkflowDefinition
 from weft_django.engine.errors_codec import error_record, rebuild_error
+from weft_django.engine.sandbox import WorkflowDatabaseAccessError as WorkflowDatabaseAccessError
+from weft_django.engine.sandbox import database_refused, json_copy
 from weft_django.errors import NonDeterminismError
 
-SIDE_EFFECT_KINDS = frozenset({"now", "uuid", "random", "patch"})
-INFO_KINDS = frozenset({"async-token", "async-handout"})
+RecordedKind = SideEffectKind | Literal["patch"]
+InfoKind = Literal["async-token", "async-handout"]
+EventKind = LeafKind | RecordedKind | InfoKind | Literal["signal-handler"]
+"""What a journal entry records: a leaf command's outcome, a recorded value, a
+note about a leaf (its async token, its hand-out), or a signal handler's delivery."""
+
+SIDE_EFFECT_KINDS: frozenset[str] = frozenset({"now", "uuid", "random", "patch"})
+INFO_KINDS: frozenset[str] = frozenset({"async-token", "async-handout"})
 
 
 @dataclass
@@ -45,7 +52,7 @@ class Event:
     """One journal entry as the replay sees it."""
 
     position: int
-    kind: str
+    kind: EventKind
     command: int | None = None
     target: str = ""
     result: Any = None
@@ -72,7 +79,7 @@ class Leaf:
 
 @dataclass
 class Group:
-    kind: str  # "all" | "race"
+    kind: Literal["all", "race"]
     leaves: list[Leaf]
     settled: bool = False
     value: Any = None
@@ -120,31 +127,6 @@ class _Divergence(BaseException):
         self.error = error
 
 
-class WorkflowDatabaseAccessError(RuntimeError):
-    """A workflow body touched the database (ORM work belongs in activities)."""
-
-
-def _refuse_database(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-    raise WorkflowDatabaseAccessError(
-        "Database access from a workflow body is not allowed: it would not be replayed "
-        "deterministically. Move ORM work into an @activity and ctx.run() it. "
-        f"(query: {sql[:80]!r})"
-    )
-
-
-@contextlib.contextmanager
-def database_refused() -> Iterator[None]:
-    with contextlib.ExitStack() as stack:
-        for alias in connections:
-            stack.enter_context(connections[alias].execute_wrapper(_refuse_database))
-        yield
-
-
-def json_copy(value: Any) -> Any:
-    """The JSON round trip every value takes before it enters the generator."""
-    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
-
-
 class Replay:
     """One generator driven against one run's journal."""
 
@@ -163,7 +145,7 @@ class Replay:
         self.definition = definition
         self.workflow_id = workflow_id
         self.events = list(events)
-        self.clock_ms = clock_ms
+        self._clock_ms = clock_ms
         self.record = record  # False for read-only queries
         # How many leaf commands the body had yielded when an earlier turn
         # parked it: body code that runs before yielding that many commands
@@ -189,6 +171,9 @@ class Replay:
             return True
         return self.pos < self._recorded
 
+    def clock_ms(self) -> int:
+        return self._clock_ms()
+
     @property
     def commands_yielded(self) -> int:
         return self._next_command
@@ -201,7 +186,7 @@ class Replay:
         return _Divergence(NonDeterminismError(self.workflow_id, position, recorded, new))
 
     # -- recorded values -----------------------------------------------------
-    def side_effect(self, kind: str, target: str, make: Callable[[], Any]) -> Any:
+    def side_effect(self, kind: SideEffectKind, target: str, make: Callable[[], Any]) -> Any:
         if self.pos < len(self.events):
             event = self.events[self.pos]
             if event.kind == kind and event.target == target:
@@ -330,8 +315,8 @@ class Replay:
                 group.leaves.append(self._new_leaf(command, group))
             self._blocked = group
             return
-        if isinstance(yielded, Command) and yielded.kind in LEAF_KINDS:
-            self._blocked = self._new_leaf(yielded, None)  # type: ignore[arg-type]
+        if isinstance(yielded, LEAF_COMMANDS):
+            self._blocked = self._new_leaf(yielded, None)
             return
         self._outcome = Failed(
             {
@@ -343,9 +328,9 @@ class Replay:
 
     def _new_leaf(self, command: Any, group: Group | None) -> Leaf:
         """Register a leaf command under the next position."""
-        if not (isinstance(command, Command) and command.kind in LEAF_KINDS):
+        if not isinstance(command, LEAF_COMMANDS):
             raise TypeError(f"ctx.all/race take ctx commands, got {command!r}")
-        leaf = Leaf(self._next_command, command, group)  # type: ignore[arg-type]
+        leaf = Leaf(self._next_command, command, group)
         self.leaves[leaf.id] = leaf
         self._next_command += 1
         return leaf
@@ -407,10 +392,10 @@ class Replay:
         with database_refused():
             handler(json_copy(payload))
 
-    def evaluate(self, leaf: Leaf) -> bool:
+    def evaluate(self, command: WaitUntil) -> bool:
         """Evaluate a ``wait_until`` predicate (database access refused)."""
         with database_refused():
-            return bool(leaf.command.predicate())  # type: ignore[union-attr]
+            return bool(command.predicate())
 
     def abandoned_leaves(self) -> list[Leaf]:
         return [leaf for leaf in self.leaves.values() if leaf.abandoned]

@@ -11,12 +11,12 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings as django_settings
 from django.db.models import F
 
-from weft_django.engine.replay import Event
+from weft_django.engine.replay import Event, EventKind
 from weft_django.models import (
     AsyncActivity,
     JournalEntry,
@@ -34,7 +34,10 @@ def load_events(run_id: Any, using: str) -> list[Event]:
         .order_by("position")
         .values_list("position", "kind", "command", "target", "result", "error")
     )
-    return [Event(*row) for row in rows]
+    return [
+        Event(position, cast("EventKind", kind), command, target, result, error)
+        for position, kind, command, target, result, error in rows
+    ]
 
 
 class RunInbox:

@@ -1,0 +1,47 @@
+"""What a workflow body runs inside: no database, and JSON-only values.
+
+Why: a body is replayed from its journal, so it must take the same path
+every time. ORM work would read state that changed since the first run, so
+the body runs with every connection's queries refused
+(``database_refused``); every value sent into the generator takes the JSON
+round trip first (``json_copy``), so a ``datetime`` is the same string live
+and on replay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connections
+
+
+class WorkflowDatabaseAccessError(RuntimeError):
+    """A workflow body touched the database (ORM work belongs in activities)."""
+
+
+def _refuse_database(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+    raise WorkflowDatabaseAccessError(
+        "Database access from a workflow body is not allowed: it would not be replayed "
+        "deterministically. Move ORM work into an @activity and ctx.run() it. "
+        f"(query: {sql[:80]!r})"
+    )
+
+
+@contextlib.contextmanager
+def database_refused() -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for alias in connections:
+            stack.enter_context(connections[alias].execute_wrapper(_refuse_database))
+        yield
+
+
+def json_copy(value: Any) -> Any:
+    """The JSON round trip every value takes before it enters the generator."""
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+__all__ = ["WorkflowDatabaseAccessError", "database_refused", "json_copy"]

@@ -1,0 +1,116 @@
+"""One turn: replay a run, act on its open commands, then park or finish.
+
+Every durable write of a turn is ONE fenced conditional batch (SPEC §4.2,
+``commit.TurnState.commit``): the recorded values and the settling event,
+the run's state, its timers -- and, at the end, the terminal state with the
+claim release folded in. No user code runs inside a transaction or while a
+row lock is held: an activity runs first, then its result is committed. If
+the fence fails the engine was deposed: ``EngineDeposedError`` ends the turn
+and the result in hand is dropped. If the park batch finds that a signal
+arrived since the turn read the run (``wake_seq`` moved), the turn goes round
+again, so a wake can never fall between "nothing to do" and "parked".
+
+The package: ``commit`` (the turn's state and its checkpoint), ``steps``
+(the command class -> step table; ``activity``, ``async_activity``,
+``child``, ``waits``: one kind each), ``park`` (timers of a parked run) and
+``finish`` (the terminal commit, ``continue_as_new``, post-commit effects).
+A turn sees its engine only as a ``TurnHost`` and imports no transport.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from weft_django.engine.definitions import get_workflow
+from weft_django.engine.errors_codec import error_record
+from weft_django.engine.replay import ContinuedAsNew, Diverged, Failed, Finished, Leaf, Replay
+from weft_django.engine.store import RunInbox, load_events, load_inbox
+from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnState
+from weft_django.engine.turn.finish import continue_as_new, stop
+from weft_django.engine.turn.park import park
+from weft_django.engine.turn.steps import act
+from weft_django.engine.turn.waits import deliver_to_handler
+from weft_django.errors import UnknownWorkflowType
+from weft_django.models import WorkflowRun
+
+logger = logging.getLogger("weft_django.engine")
+
+MAX_STEPS = 100_000
+
+
+class Turn(TurnState):
+    """Drive one run from its current park point to the next (or to its end)."""
+
+    def drive(self) -> str:
+        """Returns the status the turn asked for (``completed`` even when the
+        result was not a valid payload and the run was failed instead)."""
+        for _ in range(MAX_STEPS):
+            if self.replay is None:
+                try:
+                    definition = get_workflow(self.run.name)
+                except UnknownWorkflowType as exc:
+                    stop(self, "suspended", error=error_record(exc), release=True)
+                    return "suspended"
+                self.replay = Replay(
+                    definition,
+                    workflow_id=self.run.workflow_id,
+                    run_id=str(self.run.pk),
+                    input=self.run.input,
+                    events=load_events(self.run.pk, self.db),
+                    clock_ms=self.host.now_ms,
+                    replayed_commands=self.host.parked_commands.get(str(self.run.pk), 0),
+                )
+            outcome = self.replay.advance()
+            if isinstance(outcome, Finished):
+                stop(self, "completed", result=outcome.result, release=True)
+                return "completed"
+            if isinstance(outcome, Failed):
+                stop(self, "failed", error=outcome.error, release=True)
+                return "failed"
+            if isinstance(outcome, Diverged):
+                stop(self, "suspended", error=error_record(outcome.error), release=True)
+                return "suspended"
+            if isinstance(outcome, ContinuedAsNew):
+                continue_as_new(self, outcome.input)
+                continue
+            if self.host.stopping:
+                # Shutting down: stop at this checkpoint (all so far is committed)
+                # rather than start the next command; the run stays "running" and
+                # the next engine recovers it once this one released the claim.
+                wid = self.run.workflow_id
+                logger.info("turn of %s stopped at a checkpoint: engine stopping", wid)
+                return "running"
+            inbox = self.inbox = load_inbox(self.run, self.db, self.known_timers)
+            if self._progress(outcome.open, inbox):
+                continue
+            if park(self, outcome.open, inbox):
+                return "parked"
+            # Something arrived after the wake_seq this turn knows (the park's
+            # condition failed): read it again, then look at the inbox again.
+            self.wake_seq = self._read_wake_seq()
+        raise RuntimeError(f"turn of {self.run.workflow_id} did not settle")
+
+    def _progress(self, open_leaves: list[Leaf], inbox: RunInbox) -> bool:
+        """One step of progress: a signal to a handler, or one open command."""
+        if deliver_to_handler(self, open_leaves, inbox):
+            return True
+        now = self.host.now_ms()
+        return any(act(self, leaf, inbox, now) for leaf in sorted(open_leaves, key=_position))
+
+    def _read_wake_seq(self) -> int:
+        value = (
+            WorkflowRun.objects.using(self.db)
+            .filter(pk=self.run.pk)
+            .values_list("wake_seq", flat=True)
+            .first()
+        )
+        if value is None:
+            raise TurnAborted(self.run.workflow_id)
+        return int(value)
+
+
+def _position(leaf: Leaf) -> int:
+    return leaf.id
+
+
+__all__ = ["DRIVABLE_STATUSES", "MAX_STEPS", "Turn", "TurnAborted"]

@@ -1,0 +1,113 @@
+"""The ``ctx.start_child`` step, and cancelling children a race abandoned.
+
+Why the child's start is folded into the parent's batch: the child run's
+insert (under "no live run of that id") and the child's claim acquisition go
+out in the parent's fenced checkpoint, so a child exists exactly when the
+parent's journal says it was started, and it is owned by this engine from
+its first turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from django.utils import timezone
+
+from weft_django.engine import external
+from weft_django.engine import signals as weft_signals
+from weft_django.engine.commands import StartChild
+from weft_django.engine.definitions import has_workflow
+from weft_django.engine.errors_codec import error_record
+from weft_django.engine.payload import normalize
+from weft_django.engine.replay import Leaf
+from weft_django.engine.store import RunInbox
+from weft_django.engine.turn.commit import TurnState
+from weft_django.errors import ChildWorkflowError, PayloadError, UnknownWorkflowType
+from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, WorkflowRun
+from weft_django.ownership.batch import Insert, UniqueAbsence
+from weft_django.ownership.fold import prepare_claim_fold
+
+logger = logging.getLogger("weft_django.engine")
+
+FAILED_CHILD_STATUSES: frozenset[str] = TERMINAL_STATUSES - {"completed"}
+"""A child that ended in one of these raises ``ChildWorkflowError`` in the parent."""
+
+
+def start_child(
+    turn: TurnState, leaf: Leaf, command: StartChild, inbox: RunInbox, now: int
+) -> bool:
+    """Start the child (first time), or settle with its end once it ended."""
+    child = inbox.children.get(leaf.id)
+    child_id = command.workflow_id or f"{turn.run.workflow_id}:{leaf.id}"
+    if child is None:
+        return _start(turn, leaf, command, child_id, now)
+    if child.status == "completed":
+        return turn.settle(leaf, result=child.result)
+    if child.status in FAILED_CHILD_STATUSES:
+        return turn.settle(
+            leaf, error=ChildWorkflowError(child.workflow_id, child.status, child.error)
+        )
+    return False
+
+
+def _start(turn: TurnState, leaf: Leaf, command: StartChild, child_id: str, now: int) -> bool:
+    if not has_workflow(command.name):
+        return turn.settle(
+            leaf,
+            error=ChildWorkflowError(
+                child_id, "failed", error_record(UnknownWorkflowType(command.name))
+            ),
+        )
+    try:
+        child_input = normalize(f"input of child {child_id!r}", command.input)
+    except PayloadError as exc:
+        return turn.settle(leaf, error=ChildWorkflowError(child_id, "failed", error_record(exc)))
+    new = WorkflowRun(
+        workflow_id=child_id,
+        name=command.name,
+        status="running",
+        input=child_input,
+        parent_id=turn.run.pk,
+        parent_position=leaf.id,
+        started_at=timezone.now(),
+        turn_started_at=now,
+        turn_pid=os.getpid(),
+    )
+    absence = UniqueAbsence(f"live-run:{child_id}")
+    fold = prepare_claim_fold(turn.host, child_id)
+    result = turn.commit(
+        [Insert(new, absence)], folds=[fold] if fold else [], on_lost_race="return"
+    )
+    if not result.committed:
+        return turn.settle(
+            leaf,
+            error=ChildWorkflowError(
+                child_id, "conflict", {"message": f"could not start: {result.failed_condition}"}
+            ),
+        )
+    weft_signals.workflow_started.send(sender=WorkflowRun, run=new)
+    turn.host.dispatch(new.pk, None)
+    return True
+
+
+def cancel_abandoned_children(turn: TurnState, inbox: RunInbox) -> None:
+    """Cancel the live children of commands a ``ctx.race`` abandoned.
+
+    Best effort, after the commit that parked or ended the parent: a child
+    that cannot be cancelled now runs to its end, and nobody waits for it.
+    """
+    if turn.replay is None:
+        return
+    for leaf in turn.replay.abandoned_leaves():
+        child = inbox.children.get(leaf.id)
+        if child is not None and child.status in LIVE_STATUSES:
+            try:
+                external.cancel(child.workflow_id, "lost a race", actor=turn.host.engine_id)
+            except Exception:
+                logger.warning(
+                    "could not cancel abandoned child %s", child.workflow_id, exc_info=True
+                )
+
+
+__all__ = ["FAILED_CHILD_STATUSES", "cancel_abandoned_children", "start_child"]

@@ -1,0 +1,146 @@
+"""Ending a run: the terminal commit, ``continue_as_new``, post-commit effects.
+
+Why one terminal batch: the end state, the held-back last result, the timer
+cleanup, the parent's wake and the claim release all commit together
+(SPEC §4.2), so a run is never ended while still claimed, or released while
+still live. Only after that commit do the effects run: the ``finished`` and
+``child-completion`` wakes (``engine.wakes.announce``), cancelling children
+a race abandoned, and the ``workflow_completed``/``workflow_failed`` signals.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Literal
+
+from django.utils import timezone
+
+from weft_django.engine import signals as weft_signals
+from weft_django.engine.errors_codec import error_record
+from weft_django.engine.payload import normalize
+from weft_django.engine.store import bump_parent, load_inbox
+from weft_django.engine.turn.child import cancel_abandoned_children
+from weft_django.engine.turn.commit import TurnAborted, TurnState
+from weft_django.engine.wakes import Wake, announce
+from weft_django.errors import PayloadError
+from weft_django.models import Timer, WorkflowRun
+from weft_django.ownership.batch import Delete, Insert, Update, Write
+
+logger = logging.getLogger("weft_django.engine")
+
+EndStatus = Literal["completed", "failed", "suspended"]
+"""How a turn can leave a run for good (``suspended`` until resumed)."""
+
+
+def stop(
+    turn: TurnState, status: EndStatus, *, result: Any = None, error: Any = None, release: bool
+) -> EndStatus:
+    """Commit the run's end; returns the status stored (a result that is not
+    a valid payload fails the run instead of completing it)."""
+    host = turn.host
+    run = turn.run
+    wid = run.workflow_id
+    host.parked_commands.pop(str(run.pk), None)
+    try:
+        stored = normalize(f"result of {wid!r}", result) if status == "completed" else None
+    except PayloadError as exc:
+        status, stored, error = "failed", None, error_record(exc)
+    no_timers = turn.inbox is not None and turn.inbox.has_timer_at() is False
+    writes: list[Write] = [] if no_timers else [Delete(Timer, {"run_id": run.pk})]
+    if status != "suspended":
+        writes.extend(bump_parent(run))
+    values: dict[str, Any] = {"status": status, "result": stored, "error": error, "wake_at": None}
+    if status == "suspended":
+        values["suspended_reason"] = str((error or {}).get("message", ""))[:2000]
+    else:
+        values["finished_at"] = timezone.now()
+    registry = host.registry
+    transition = registry.prepare_release(wid, reason=status) if (release and registry) else None
+    held, turn.held_result = turn.held_result, None
+    committed = False
+    try:
+        turn.commit(
+            [
+                *(held.writes if held else ()),
+                *writes,
+                *(transition.writes if transition else ()),
+            ],
+            conditions=[
+                *(held.conditions if held else ()),
+                *(transition.conditions if transition else ()),
+            ],
+            run_values=values,
+            already_fed=[held.event] if held else (),
+        )
+        committed = True
+    finally:
+        if transition is not None and registry is not None:
+            registry.finish_release(wid, committed)
+    cancel_abandoned_children(turn, load_inbox(run, turn.db))
+    announce(Wake("finished", str(run.pk), turn.db, wid))
+    if run.parent_id is not None and status != "suspended":
+        # A suspended child does not wake its parent: it has not ended.
+        announce(Wake("child-completion", str(run.parent_id), turn.db))
+    run.status = status
+    signal = {
+        "completed": weft_signals.workflow_completed,
+        "failed": weft_signals.workflow_failed,
+    }.get(status)
+    if signal is not None:
+        signal.send(sender=WorkflowRun, run=run, result=stored, error=error)
+    logger.info("workflow %s %s", wid, status)
+    return status
+
+
+def continue_as_new(turn: TurnState, new_input: Any) -> None:
+    """End this run as completed and go on driving a fresh run of the same id."""
+    run = turn.run
+    wid = run.workflow_id
+    try:
+        fresh_input = normalize(f"continue_as_new input of {wid!r}", new_input)
+    except PayloadError as exc:
+        stop(turn, "failed", error=error_record(exc), release=True)
+        raise TurnAborted(wid) from exc
+    new = WorkflowRun(
+        workflow_id=wid,
+        name=run.name,
+        status="running",
+        input=fresh_input,
+        continued_from_id=run.pk,
+        parent_id=run.parent_id,
+        parent_position=run.parent_position,
+        deadline_at=run.deadline_at,
+        started_at=timezone.now(),
+        turn_started_at=turn.host.now_ms(),
+        turn_pid=os.getpid(),
+    )
+    ended = {
+        "status": "completed",
+        "result": {"continued_as_new": str(new.pk)},
+        "finished_at": timezone.now(),
+        "wake_at": None,
+    }
+    # This turn goes on driving the new run inline: in flight before it
+    # exists, or the maintenance pass would start a second turn of it.
+    turn.host.adopt_inflight(new.pk)
+    # The old run must leave the live statuses before the new one is
+    # inserted: one live run per workflow id is a (non-deferred) unique
+    # constraint, checked statement by statement.
+    turn.commit(
+        [
+            Delete(Timer, {"run_id": run.pk}),
+            Update(WorkflowRun, {"pk": run.pk}, ended),
+            Insert(new),
+        ],
+        run_values=ended,
+    )
+    turn.host.parked_commands.pop(str(run.pk), None)
+    turn.run = new
+    turn.version = new.version
+    turn.wake_seq = new.wake_seq
+    turn.replay = None
+    turn.inbox = None
+
+
+__all__ = ["EndStatus", "continue_as_new", "stop"]
