@@ -1,13 +1,22 @@
-"""App config: label ``weft``; imports checks and discovers ``workflows.py``.
+"""App config: label ``weft``; the composition root of the app.
 
-``ready()`` never touches the database (SPEC §3): the gates of §4.3 run in
-``Engine.boot()``, and the Prometheus collector it may register queries only
-at scrape time.
+``ready()`` imports the checks, discovers ``workflows.py``, installs the wake
+backends of ``WEFT["WAKE_BACKENDS"]`` (``engine.wakes``: the runtime names no
+transport, this is where one is chosen) and may register the Prometheus
+collector. It never touches the database (SPEC §3): the gates of §4.3 run in
+``Engine.boot()``, a backend's ``available()`` is asked only when a wake is
+announced, and the collector queries only at scrape time.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+DEFAULT_WAKE_BACKENDS: tuple[str, ...] = ("weft_django.transports.notify.NotifyBackend",)
 
 
 class WeftConfig(AppConfig):
@@ -21,6 +30,7 @@ class WeftConfig(AppConfig):
         from weft_django.engine.definitions import autodiscover
 
         autodiscover()
+        install_wake_backends()
         self._register_metrics_collector()
 
     @staticmethod
@@ -38,3 +48,38 @@ class WeftConfig(AppConfig):
             return
         if metrics_export.settings_opt_in():
             metrics_export.register()
+
+
+def install_wake_backends(paths: Any = None) -> None:
+    """Instantiate and install each backend of ``paths`` (default: the setting).
+
+    Idempotent (``WakeBackends.install`` keeps one instance per class), so a
+    second ``ready()`` changes nothing. A path that does not import, or does
+    not name a ``WakeBackend`` class, is ``ImproperlyConfigured`` naming it.
+    """
+    from weft_django.conf import get_settings
+    from weft_django.engine.wakes import WakeBackend, backends
+
+    if paths is None:
+        try:
+            settings = get_settings()
+        except ImproperlyConfigured:  # the system checks name the bad keys
+            paths = DEFAULT_WAKE_BACKENDS
+        else:
+            paths = getattr(settings, "wake_backends", DEFAULT_WAKE_BACKENDS)
+    if isinstance(paths, str) or not isinstance(paths, list | tuple):
+        raise ImproperlyConfigured(
+            f'WEFT["WAKE_BACKENDS"] must be a list of dotted paths, got {paths!r}'
+        )
+    for path in paths:
+        try:
+            backend_class = import_string(path) if isinstance(path, str) else None
+        except ImportError as exc:
+            raise ImproperlyConfigured(
+                f'WEFT["WAKE_BACKENDS"]: cannot import {path!r} ({exc})'
+            ) from exc
+        if not (isinstance(backend_class, type) and issubclass(backend_class, WakeBackend)):
+            raise ImproperlyConfigured(
+                f'WEFT["WAKE_BACKENDS"]: {path!r} is not a WakeBackend class'
+            )
+        backends.install(backend_class())

@@ -24,9 +24,18 @@ from weft_django.transports.celery import (
     DEFAULT_QUEUE,
     DRIVE_TASK,
     PICKUP_TASK,
+    CeleryWakeBackend,
     WeftNodeStep,
     install,
     uninstall,
 )
 
-__all__ = ["DEFAULT_QUEUE", "DRIVE_TASK", "PICKUP_TASK", "WeftNodeStep", "install", "uninstall"]
+__all__ = [
+    "DEFAULT_QUEUE",
+    "DRIVE_TASK",
+    "PICKUP_TASK",
+    "CeleryWakeBackend",
+    "WeftNodeStep",
+    "install",
+    "uninstall",
+]

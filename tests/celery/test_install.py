@@ -21,7 +21,8 @@ from django.core.exceptions import ImproperlyConfigured
 from tests.celery.conftest import make_app
 from tests.support import REPO_ROOT, child_env, python
 from weft_django.conf import get_settings
-from weft_django.transports import celery_node, wake_hooks
+from weft_django.engine.wakes import backends
+from weft_django.transports.celery import identity as node_identity
 
 pytestmark = [pytest.mark.processes]
 
@@ -40,8 +41,9 @@ import project.celery
 from django.core.management import call_command
 call_command("check", verbosity=0)
 from weft_django.conf import get_settings
-from weft_django.transports import wake_hooks
-print(threading.active_count(), get_settings().transport, len(wake_hooks.registered()),
+from weft_django.engine.wakes import backends
+print(threading.active_count(), get_settings().transport,
+      [b.name for b in backends.all()].count("celery"),
       project.celery.app.conf.worker_direct, opened)
 """
 
@@ -68,13 +70,13 @@ def test_a_conflicting_transport_setting_is_an_error(postgres, settings):
     settings.WEFT = {"TRANSPORT": "polling"}
     install(make_app("memory://"))
     try:
-        assert len(wake_hooks.registered()) == 1
+        assert [b.name for b in backends.all()].count("celery") == 1
         with pytest.raises(ImproperlyConfigured, match="TRANSPORT"):
             get_settings()
     finally:
         uninstall()
     assert get_settings().transport == "polling"
-    assert wake_hooks.registered() == ()
+    assert "celery" not in [b.name for b in backends.all()]
 
 
 def fake_worker(pool_cls: object) -> SimpleNamespace:
@@ -87,19 +89,20 @@ def test_pool_names_and_an_unsupported_pool_is_refused(postgres):
     from celery.concurrency.solo import TaskPool as Solo
     from celery.concurrency.thread import TaskPool as Threads
 
-    assert [celery_node.pool_name(c) for c in (Prefork, Threads, Solo)] == [
+    assert [node_identity.pool_name(c) for c in (Prefork, Threads, Solo)] == [
         "prefork",
         "threads",
         "solo",
     ]
     for pool in ("gevent", "eventlet"):
         with pytest.raises(ImproperlyConfigured, match=rf"weft\.E014.*{pool}"):
-            celery_node.prepare_node(fake_worker(pool), queue="weft")
-    assert celery_node._identity is None or celery_node._identity.node_name != "fake@host"
+            node_identity.prepare_node(fake_worker(pool), queue="weft")
+    minted = node_identity.minted.current
+    assert minted is None or minted.node_name != "fake@host"
 
 
 @pytest.mark.django_db(transaction=True)
 def test_ownership_none_is_refused_by_a_worker(postgres, settings):
     settings.WEFT = {"OWNERSHIP": "none"}
     with pytest.raises(ImproperlyConfigured, match=r"weft\.E013"):
-        celery_node.prepare_node(fake_worker("prefork"), queue="weft")
+        node_identity.prepare_node(fake_worker("prefork"), queue="weft")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from typing import Any
 
 import pytest
@@ -193,6 +192,17 @@ def find_drive(redis: Any, queue: str, run_id: str) -> tuple[bytes, dict[str, An
     return None
 
 
+def wait_for_brpop_without(monitor: Any, queue: str) -> None:
+    """Until the worker blocks in a ``BRPOP`` that no longer names ``queue``:
+    a ``BRPOP`` in flight when its consumer was cancelled has ended (kombu
+    keeps one in flight per connection), so nothing consumes ``queue`` now.
+    ``monitor``'s socket timeout bounds the wait (hang protection only)."""
+    while True:
+        command = str(monitor.next_command()["command"])
+        if command.upper().startswith("BRPOP ") and queue not in command:
+            return
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_deleted_wake_message_is_recovered_by_polling(postgres, celery_app, workers, tmp_path):
     import redis as redis_client
@@ -204,8 +214,9 @@ def test_a_deleted_wake_message_is_recovered_by_polling(postgres, celery_app, wo
     wait_for("the run to park on go", lambda: parked(handle.run_id), worker)
 
     queue = f"{worker.node}.dq2"
-    assert celery_app.control.cancel_consumer(queue, destination=[worker.node], reply=True)
-    time.sleep(1.5)  # a BRPOP already in flight (1 s timeout) has ended
+    with redis_client.Redis.from_url(REDIS_URL, socket_timeout=30).monitor() as monitor:
+        assert celery_app.control.cancel_consumer(queue, destination=[worker.node], reply=True)
+        wait_for_brpop_without(monitor, queue)
     sent = wall_ms()
     client.signal("lost-1", "go", "late")
     broker = redis_client.Redis.from_url(REDIS_URL)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,6 +24,7 @@ from urllib.parse import quote
 
 from project.demo.models import SideEffect
 from tests.support import ChildGroup, child_env, python, wait_for
+from weft_django.clock import wall_ms as wall_ms  # the suite's wall clock
 from weft_django.models import ClaimEvent, EngineRecord, JournalEntry
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 
@@ -34,10 +34,6 @@ CHILD_RENEW_INTERVAL_MS = 1_000
 CHILD_TTL_MS = 3_000
 GRACE_MS = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * CHILD_RENEW_INTERVAL_MS
 GRANTING_KINDS = ("acquire", "takeover")
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Worker(ChildGroup):

@@ -37,9 +37,9 @@ from tests.engines.harness import (
     journal,
     side_effect_counts,
     wait_for,
-    wall_ms,
 )
 from weft_django import client
+from weft_django.clock import wall_ms
 from weft_django.models import EngineRecord, JournalEntry, WorkflowClaim, WorkflowRun
 
 pytestmark = [pytest.mark.processes]

@@ -35,9 +35,7 @@ import sys
 import time
 from typing import Any
 
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+from weft_django.clock import wall_ms
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

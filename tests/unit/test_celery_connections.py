@@ -2,7 +2,7 @@
 
 Why: Celery's Django fix-up closes every database connection around every
 task, so each weft turn in a pool process opened a new PostgreSQL session
-(issue #7). The patch must spare ``weft.*`` tasks only: any other task is
+(milliseconds per wake). The patch must spare ``weft.*`` tasks only: any other task is
 still closed around exactly as before.
 """
 
@@ -15,6 +15,7 @@ from celery import Celery
 from celery._state import _task_stack
 
 from weft_django.transports import celery as weft_celery
+from weft_django.transports.celery import fixup
 
 
 class _FakeWorkerFixup:
@@ -75,3 +76,19 @@ def test_without_the_django_fixup_nothing_is_patched() -> None:
     app = Celery("weft-test-no-fixup", set_as_current=False)
     app._fixups = []
     assert not weft_celery.keep_connections_for_weft_tasks(app)
+
+
+def test_the_patched_fixup_is_the_one_of_a_checked_celery_release() -> None:
+    """The patch reaches into Celery's private Django fix-up: an upgrade must
+    re-check it (then add the release to ``fixup.CHECKED_CELERY``)."""
+    import celery
+    from celery.fixups.django import DjangoFixup
+
+    assert ".".join(celery.__version__.split(".")[:2]) in fixup.CHECKED_CELERY, celery.__version__
+    app = Celery("weft-test-real-fixup", set_as_current=False)
+    django_fixup = DjangoFixup(app)
+    worker_fixup = django_fixup.worker_fixup  # what a worker's init builds
+    assert django_fixup._worker_fixup is worker_fixup  # the private path the patch reads
+    app._fixups = [django_fixup]
+    assert weft_celery.keep_connections_for_weft_tasks(app)
+    assert worker_fixup._weft_keeps_connections  # type: ignore[attr-defined]

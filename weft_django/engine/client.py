@@ -9,20 +9,24 @@ pickup (ADR 0002: *intentionally external*).
 
 from __future__ import annotations
 
-import re
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.db import transaction
 
+from weft_django.clock import now_ms
 from weft_django.conf import get_settings
-from weft_django.engine import external
+from weft_django.durations import to_ms
+from weft_django.engine import operations
 from weft_django.engine.definitions import get_workflow
+from weft_django.engine.operations import latest_run
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Replay
 from weft_django.engine.store import load_events
+from weft_django.engine.wakes import Wake, announce, backends
 from weft_django.errors import (
     IdempotencyConflictError,
     InvalidTransitionError,
@@ -30,21 +34,19 @@ from weft_django.errors import (
     WorkflowFailedError,
     WorkflowNotFound,
 )
+from weft_django.ids import WORKFLOW_ID_RE as WORKFLOW_ID_RE  # moved to ids; kept for imports
+from weft_django.ids import validate_workflow_id
 from weft_django.models import TERMINAL_STATUSES, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.batch import Insert, UniqueAbsence, conditional_batch
 from weft_django.ownership.codec import decode_holder_row
-from weft_django.transports import wake_hooks
-from weft_django.transports.notify import DONE_CHANNEL, WAKE_CHANNEL, notify_on_commit
 
-WORKFLOW_ID_RE = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
-
-signal = external.signal
-cancel = external.cancel
-suspend = external.suspend
-resume = external.resume
-retry = external.retry
-force_release = external.force_release
+signal = operations.signal
+cancel = operations.cancel
+suspend = operations.suspend
+resume = operations.resume
+retry = operations.retry
+force_release = operations.force_release
 
 
 @dataclass(frozen=True)
@@ -83,13 +85,9 @@ class WorkflowHandle:
                     f"workflow {self.workflow_id!r} is still {run.status} after {timeout} s"
                 )
             wait = delay if remaining is None else min(delay, remaining)
-            from django.db import connections
-
-            if connections[db].vendor == "postgresql" and wait >= 0.05:
-                from weft_django.transports.notify import wait_for_notify
-
-                wait_for_notify(db, DONE_CHANNEL, wait, lambda payload: True)
-            else:
+            # Block on a backend that can (NOTIFY on PostgreSQL), else poll;
+            # either way the loop re-reads the row: a wake is only a hint.
+            if wait < 0.05 or backends.wait_done(db, str(run.pk), wait) is None:
                 time.sleep(wait)
             delay = min(delay * 2, 1.0)
 
@@ -114,12 +112,7 @@ class WorkflowHandle:
 def _ms_from_now(value: timedelta | float | int | None, what: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
-        raise TypeError(f"{what} must be a timedelta or seconds, got {value!r}")
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if not seconds >= 0 or seconds == float("inf"):
-        raise ValueError(f"{what} must be a non-negative finite duration, got {value!r}")
-    return external.wall_ms() + round(seconds * 1000)
+    return now_ms() + to_ms(value, what)
 
 
 def start(
@@ -134,14 +127,11 @@ def start(
     on_conflict: Literal["error", "start-new"] = "error",
 ) -> WorkflowHandle:
     """Write a ``pending`` run; an engine picks it up. Nothing is claimed here."""
-    import uuid
-
     get_workflow(name)  # UnknownWorkflowType before anything is written
     stored_input = normalize("workflow input", input)
     if workflow_id is None:
         workflow_id = str(uuid.uuid4())
-    if not isinstance(workflow_id, str) or not WORKFLOW_ID_RE.match(workflow_id):
-        raise ValueError(f"workflow_id {workflow_id!r} must match [A-Za-z0-9._:@-]{{1,200}}")
+    workflow_id = validate_workflow_id(workflow_id)
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 255
     ):
@@ -157,7 +147,7 @@ def start(
         begin_at = int(start_at.timestamp() * 1000)
     deadline = _ms_from_now(execution_timeout, "execution_timeout")
     if deadline is not None and begin_at is not None:
-        deadline += max(0, begin_at - external.wall_ms())
+        deadline += max(0, begin_at - now_ms())
 
     db = get_settings().database
     with transaction.atomic(using=db):
@@ -168,7 +158,7 @@ def start(
         previous = (
             WorkflowRun.objects.using(db)
             .filter(workflow_id=workflow_id)
-            .order_by("-created_at")
+            .order_by("-created_at", "-pk")
             .first()
         )
         if previous is not None:
@@ -195,10 +185,7 @@ def start(
                 if existing is not None:
                     return _existing_for_key(existing, idempotency_key, name)
             raise WorkflowAlreadyRunning(workflow_id)
-        notify_on_commit(WAKE_CHANNEL, workflow_id, db)
-        wake_hooks.wake_on_commit(
-            "start", run_id=run.pk, using=db, workflow_id=workflow_id, start_at=begin_at
-        )
+        announce(Wake("start", str(run.pk), db, workflow_id, begin_at))
     return WorkflowHandle(workflow_id, str(run.pk))
 
 
@@ -209,12 +196,12 @@ def _existing_for_key(existing: WorkflowRun, key: str, name: str) -> WorkflowHan
 
 
 def get_handle(workflow_id: str) -> WorkflowHandle:
-    run = external.latest_run(workflow_id)
+    run = latest_run(workflow_id)
     return WorkflowHandle(workflow_id, str(run.pk))
 
 
 def complete_async_activity(token: str, result: Any = None) -> None:
-    external.settle_async(token, result=normalize("async activity result", result))
+    operations.settle_async(token, result=normalize("async activity result", result))
 
 
 def fail_async_activity(token: str, error: Any = "failed") -> None:
@@ -229,12 +216,12 @@ def fail_async_activity(token: str, error: Any = "failed") -> None:
             record["details"] = error["details"]
     else:
         record = {"type": "AsyncActivityFailed", "message": str(error)}
-    external.settle_async(token, error=normalize("async activity error", record))
+    operations.settle_async(token, error=normalize("async activity error", record))
 
 
 def query(workflow_id: str, name: str, *args: Any) -> Any:
     """Replay the journal read-only in this process and call the ``on_query`` handler."""
-    run = external.latest_run(workflow_id)
+    run = latest_run(workflow_id)
     definition = get_workflow(run.name)
     replay = Replay(
         definition,
@@ -242,7 +229,7 @@ def query(workflow_id: str, name: str, *args: Any) -> Any:
         run_id=str(run.pk),
         input=run.input,
         events=load_events(run.pk, get_settings().database),
-        clock_ms=external.wall_ms,
+        clock_ms=now_ms,
         record=False,
     )
     outcome = replay.advance()
@@ -260,9 +247,9 @@ def purge(workflow_id: str | None = None, *, older_than: timedelta | None = None
     if (workflow_id is None) == (older_than is None):
         raise ValueError("give a workflow_id or older_than")
     if workflow_id is not None:
-        return external.purge(workflow_id)
+        return operations.purge(workflow_id)
     assert older_than is not None
-    return external.purge_older_than(older_than)
+    return operations.purge_older_than(older_than)
 
 
 def ownership_status(workflow_id: str) -> dict[str, Any]:
@@ -272,7 +259,7 @@ def ownership_status(workflow_id: str) -> dict[str, Any]:
     run = (
         WorkflowRun.objects.using(db)
         .filter(workflow_id=workflow_id)
-        .order_by("-created_at")
+        .order_by("-created_at", "-pk")
         .first()
     )
     claim = WorkflowClaim.objects.using(db).filter(pk=workflow_id).first()
@@ -288,7 +275,7 @@ def ownership_status(workflow_id: str) -> dict[str, Any]:
                 "claimed_at": record.claimed_at,
             }
             grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * settings.claim_renew_interval_ms
-            expired = record.expires_at + grace < external.wall_ms()
+            expired = record.expires_at + grace < now_ms()
         elif claim.engine_id is not None or claim.expires_at is not None:
             expired = True
     if run is None and claim is None:

@@ -3,8 +3,8 @@
 Why not ``django.db.close_old_connections()``: it marks the boundary of a
 web *request*, and with Django's default ``CONN_MAX_AGE = 0`` it closes
 every connection there. An engine thread has no requests; calling it before
-each turn opened a new PostgreSQL session per turn (about 1.1 sessions per
-workflow, 10–16 ms each, in the throughput profile of issue #7). Here a
+each turn would open a new PostgreSQL session per turn (10–16 ms each, on
+the hot path of every workflow). Here a
 connection that saw an error and no longer answers is closed (the next
 query reconnects), as Django does; a healthy one is kept. A positive
 ``CONN_MAX_AGE`` is still honoured; ``0`` ("per request") means "for the
@@ -14,8 +14,8 @@ Why the idle-in-transaction bound: an engine cut off from the database
 *inside* a batch (a network partition, a paused process) leaves its session
 "idle in transaction" on the server, holding the row locks of its claim and
 run until TCP gives up — hours by default. Every other engine's takeover of
-those claims then waits on the locks (the chaos soak of issue #8 saw 83
-claims stuck for the whole partition). Engine sessions therefore carry
+those claims then waits on the locks, for as long as the partition lasts.
+Engine sessions therefore carry
 ``idle_in_transaction_session_timeout = CLAIM_TTL``: the server ends such a
 session, and frees its locks, no later than the claim could be taken over
 anyway (expiry + grace). A batch never waits on user code inside its

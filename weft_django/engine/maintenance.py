@@ -14,30 +14,37 @@ import logging
 import os
 import random
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from weft_django.engine import operations
 from weft_django.engine import signals as weft_signals
-from weft_django.models import Timer, WorkflowClaim, WorkflowRun
+from weft_django.engine.host import TurnHost
+from weft_django.models import (
+    DRIVABLE_STATUSES,
+    LIVE_STATUSES,
+    Timer,
+    WorkflowClaim,
+    WorkflowRun,
+)
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.batch import RunCondition, Update, conditional_batch
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.fold import commit_with_claim_fold, prepare_claim_fold
 from weft_django.ownership.registry import takeover_with_retries
-
-if TYPE_CHECKING:
-    from weft_django.engine.engine import Engine
+from weft_django.vocab import TIMER_WAKE_KIND, timer_wake_kind
 
 logger = logging.getLogger("weft_django.engine")
 
 BATCH = 100
-TIMER_WAKE_KIND = {"sleep": "sleep", "timeout": "wait-condition", "retry": "inline-macrotask-drive"}
 
 
 class Maintenance:
-    def __init__(self, engine: Engine) -> None:
+    """The finding half of an engine; where found turns run is ``engine.scheduler``'s."""
+
+    def __init__(self, engine: TurnHost) -> None:
         self.engine = engine
         self.heartbeat_due = 0
         self.retention_due = 0
@@ -83,16 +90,16 @@ class Maintenance:
             return found
         now = engine.now_ms()
         seen: set[str] = set()
-        if engine.timer_dispatcher is not None:
-            # Hook (the Celery transport): the transport hands timers over itself
-            # (an ``eta`` once due within its horizon, each timer sent once) and
-            # returns the runs it dispatched for a turn now.
-            seen.update(str(r) for r in engine.timer_dispatcher(owned, now))
+        handed_over = engine.scheduler.dispatch_timers(owned, now)
+        if handed_over is not None:
+            # The scheduler handed the timers over itself (each timer once) and
+            # returned the runs it dispatched for a turn now.
+            seen.update(str(r) for r in handed_over)
             due: Any = ()
         else:
             due = (
                 Timer.objects.using(self.db)
-                .filter(fire_at__lte=now, run__status__in=("running", "parked"))
+                .filter(fire_at__lte=now, run__status__in=DRIVABLE_STATUSES)
                 .filter(run__in=owned.values("pk"))
                 .values_list("run_id", "kind")
                 .order_by("fire_at")[: BATCH * 4]
@@ -100,7 +107,7 @@ class Maintenance:
         for run_id, kind in due:
             if str(run_id) not in seen:
                 seen.add(str(run_id))
-                engine.dispatch(run_id, TIMER_WAKE_KIND.get(kind, "inline-macrotask-drive"))  # type: ignore[arg-type]
+                engine.dispatch(run_id, timer_wake_kind(kind))
         woken = owned.filter(status="parked", wake_seq__gt=F("parked_seq")).values_list(
             "pk", flat=True
         )[:BATCH]
@@ -108,11 +115,9 @@ class Maintenance:
             if str(run_id) not in seen:
                 seen.add(str(run_id))
                 engine.dispatch(run_id, "signal")
-        stranded: Any = owned.filter(status="running").values_list("pk", flat=True)[:BATCH]
-        if engine.stranded_finder is not None:
-            # Hook (the Celery transport): only runs whose turn process is gone
-            # (its pool child died) or whose hand-off message went missing.
-            stranded = engine.stranded_finder(owned, now)
+        stranded: Any = engine.scheduler.find_stranded(owned, now)
+        if stranded is None:
+            stranded = owned.filter(status="running").values_list("pk", flat=True)[:BATCH]
         for run_id in stranded:
             if str(run_id) not in seen:
                 seen.add(str(run_id))
@@ -133,10 +138,8 @@ class Maintenance:
         if retention_ms is None or now < self.retention_due:
             return 0
         self.retention_due = now + engine.settings.claim_renew_interval_ms
-        from weft_django.engine import external
-
         try:
-            return external.purge_older_than(
+            return operations.purge_older_than(
                 timedelta(milliseconds=retention_ms), actor=engine.engine_id, limit=BATCH
             )
         except Exception:
@@ -144,15 +147,13 @@ class Maintenance:
             return 0
 
     def time_out_expired_runs(self) -> int:
-        from weft_django.engine import external
-
         now = self.engine.now_ms()
         expired = WorkflowRun.objects.using(self.db).filter(
-            deadline_at__lte=now, status__in=("pending", "running", "parked", "suspended")
+            deadline_at__lte=now, status__in=LIVE_STATUSES
         )[:BATCH]
         count = 0
         for run in expired:
-            if external.timeout(run, actor=self.engine.engine_id) is not None:
+            if operations.timeout(run, actor=self.engine.engine_id) is not None:
                 count += 1
         return count
 
@@ -178,13 +179,13 @@ class Maintenance:
         )
         candidates = (
             WorkflowRun.objects.using(self.db)
-            .filter(status__in=("running", "parked"))
+            .filter(status__in=DRIVABLE_STATUSES)
             .filter(Q(workflow_id__in=stale.values("workflow_id")) | no_claim)
             .values_list("pk", "workflow_id")[:BATCH]
         )
         tracked = set(registry.tracked())
         found = [(r, w) for r, w in candidates if w not in tracked]
-        if len(found) > 1 and engine.background:
+        if len(found) > 1 and engine.scheduler.background:
             start = random.randrange(len(found))  # engines scanning together collide less
             found = found[start:] + found[:start]
         return sum(
@@ -205,11 +206,11 @@ class Maintenance:
         if status != "acquired":
             return False
         # The scan's read may be stale: another engine may have taken the claim
-        # over, finished the run and released it since. A claim acquired for a
-        # workflow with no live run would be held (and renewed) for nothing,
-        # and left behind if this engine died (found by the chaos soak).
+        # over, finished the run and released it since. A claim is held only
+        # for a workflow with a drivable run: one held for nothing would be
+        # renewed for nothing, and left behind if this engine died.
         live = WorkflowRun.objects.using(self.db).filter(
-            workflow_id=workflow_id, status__in=("running", "parked")
+            workflow_id=workflow_id, status__in=DRIVABLE_STATUSES
         )
         if not live.exists():
             registry.release(workflow_id)
@@ -229,7 +230,7 @@ class Maintenance:
             .order_by("created_at")[:BATCH]
         )
         runs = list(pending)
-        if len(runs) > 1 and engine.background:
+        if len(runs) > 1 and engine.scheduler.background:
             # Engines polling together read the same oldest runs; starting each
             # at its own random point makes them race for the same run less.
             # (Inline — tests, the demo — runs keep their creation order.)
@@ -277,3 +278,6 @@ class Maintenance:
             run.status = "running"
             weft_signals.workflow_started.send(sender=WorkflowRun, run=run)
         return committed
+
+
+__all__ = ["BATCH", "TIMER_WAKE_KIND", "Maintenance"]

@@ -15,7 +15,7 @@ scheduler decides *where*, never *whether*.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from weft_django.vocab import WakeKind, WakeTransport
 
@@ -36,8 +36,8 @@ class TurnScheduler:
     """
 
     #: The engine LISTENs through the installed wake backends (a Celery node
-    #: does not: its wakes arrive as messages).
-    listens: ClassVar[bool] = True
+    #: does not: its wakes arrive as messages; ``weft_worker --no-listen``).
+    listens: bool = True
     #: ``EngineRecord`` fields describing where turns run.
     node_name: str = ""
     pool_name: str = ""

@@ -45,8 +45,8 @@ class RunInbox:
 
     Each part is read on first use and kept for the step that made it: most
     steps need one part or none (an activity step only its retry timer), and
-    reading all four every step was a quarter of a turn's database time in
-    the throughput profile (issue #7). A part read later in the step is only
+    reading all four every step would cost a quarter of a turn's database
+    time. A part read later in the step is only
     *fresher*, which the turn's wake-seq condition on parking already allows.
     """
 

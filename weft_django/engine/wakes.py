@@ -37,9 +37,12 @@ from weft_django.vocab import PICKUP_EVENTS, WakeEvent
 
 logger = logging.getLogger("weft_django.wakes")
 
-WakeSubject = WakeEvent | Literal["finished"]
-"""What a wake announces: one of the wake events, or ``"finished"`` (a run
-reached a terminal or suspended status; callers waiting for a result care)."""
+WakeSubject = WakeEvent | Literal["finished", "released"]
+"""What a wake announces: one of the wake events; ``"finished"`` (a run
+reached a terminal or suspended status: callers waiting for a result care);
+or ``"released"`` (a force release left the workflow's live run ``run_id``
+without a holder: any engine may take it over). A backend ignores the
+subjects it has no use for."""
 
 
 @dataclass(frozen=True)

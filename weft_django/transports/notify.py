@@ -1,11 +1,13 @@
 """PostgreSQL LISTEN/NOTIFY: millisecond wakes, with polling as the backstop.
 
-``client`` calls ``notify_on_commit`` inside its transaction; the NOTIFY is
-sent only once the durable write committed (a rolled-back start wakes
-nobody). An engine ``Listener`` holds one dedicated psycopg connection (not
+``NotifyBackend`` is the ``WakeBackend`` for PostgreSQL: ``announce`` hands
+it each wake once the writing transaction committed (a rolled-back start
+wakes nobody), and it sends ``pg_notify`` -- ``weft_wake`` (payload: the
+workflow id) for a wake, ``weft_done`` (payload: the run id) for a finished
+run. An engine ``Listener`` holds one dedicated psycopg connection (not
 Django's: a LISTENing connection must not be shared with queries or closed
-by request cycles) and sets an event when anything arrives. On SQLite all of
-this is a no-op and polling finds the work.
+by request cycles) and calls back when anything arrives. On other databases
+the backend is unavailable and polling finds the work.
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
+from typing import Any, ClassVar
 
 from django.db import connections, transaction
+
+from weft_django.engine.wakes import Listening, Wake, WakeBackend
 
 logger = logging.getLogger("weft_django.transports")
 
@@ -23,22 +29,28 @@ WAKE_CHANNEL = "weft_wake"
 DONE_CHANNEL = "weft_done"
 
 
+def _send(channel: str, payload: str, using: str) -> None:
+    try:
+        with connections[using].cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload[:7000]])
+    except Exception:  # a lost NOTIFY costs one poll interval, never correctness
+        logger.debug("NOTIFY %s failed", channel, exc_info=True)
+
+
 def notify_on_commit(channel: str, payload: str, using: str) -> None:
     """Send ``NOTIFY channel, payload`` after the current transaction commits."""
     if connections[using].vendor != "postgresql":
         return
-
-    def send() -> None:
-        try:
-            with connections[using].cursor() as cursor:
-                cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload[:7000]])
-        except Exception:  # a lost NOTIFY costs one poll interval, never correctness
-            logger.debug("NOTIFY %s failed", channel, exc_info=True)
-
-    transaction.on_commit(send, using=using)
+    transaction.on_commit(lambda: _send(channel, payload, using), using=using)
 
 
-class Listener:
+def _listen_sql(channel: str) -> Any:
+    from psycopg import sql
+
+    return sql.SQL("LISTEN {}").format(sql.Identifier(channel))
+
+
+class Listener(Listening):
     """A background thread that LISTENs and calls ``on_notify(channel, payload)``."""
 
     def __init__(
@@ -61,27 +73,31 @@ class Listener:
     def stop(self) -> None:
         self._stop.set()
 
-    def _connect(self):  # type: ignore[no-untyped-def]
+    def connect(self) -> Any:
+        """A new autocommit psycopg connection LISTENing on ``channels``."""
         import psycopg
 
         params = connections[self.using].get_connection_params()
-        params.pop("cursor_factory", None)
-        params.pop("context", None)
-        params.pop("prepare_threshold", None)
-        params.pop("server_side_binding", None)
-        return psycopg.connect(autocommit=True, **params)
+        for private in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
+            params.pop(private, None)
+        conn = psycopg.connect(autocommit=True, **params)
+        try:
+            for channel in self.channels:
+                conn.execute(_listen_sql(channel))
+        except Exception:
+            conn.close()
+            raise
+        return conn
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                conn = self._connect()
+                conn = self.connect()
             except Exception:
                 logger.warning("LISTEN connection failed; polling only", exc_info=True)
                 self._stop.wait(5)
                 continue
             try:
-                for channel in self.channels:
-                    conn.execute(f"LISTEN {channel}")
                 while not self._stop.is_set():
                     for note in conn.notifies(timeout=1.0):
                         self.on_notify(note.channel, note.payload)
@@ -95,12 +111,8 @@ class Listener:
 
 def wait_for_notify(using: str, channel: str, timeout: float, match: Callable[[str], bool]) -> bool:
     """Block up to ``timeout`` s for a NOTIFY on ``channel`` whose payload matches."""
-    import time
-
-    listener = Listener(using, (channel,), lambda c, p: None)
-    conn = listener._connect()
+    conn = Listener(using, (channel,), lambda c, p: None).connect()
     try:
-        conn.execute(f"LISTEN {channel}")
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -111,3 +123,38 @@ def wait_for_notify(using: str, channel: str, timeout: float, match: Callable[[s
                     return True
     finally:
         conn.close()
+
+
+class NotifyBackend(WakeBackend):
+    """Wakes as PostgreSQL NOTIFYs; engines LISTEN, callers wait for ``weft_done``."""
+
+    name: ClassVar[str] = "notify"
+    supports_listen: ClassVar[bool] = True
+    supports_wait_done: ClassVar[bool] = True
+
+    def available(self, using: str) -> bool:
+        return Listener.available(using)
+
+    def deliver(self, wake: Wake) -> None:
+        if wake.event == "finished":
+            _send(DONE_CHANNEL, wake.run_id, wake.using)
+        else:
+            _send(WAKE_CHANNEL, wake.workflow_id or "", wake.using)
+
+    def listen(self, using: str, on_wake: Callable[[], None]) -> Listening | None:
+        listener = Listener(using, (WAKE_CHANNEL,), lambda channel, payload: on_wake())
+        listener.start()
+        return listener
+
+    def wait_done(self, using: str, run_id: str, timeout: float) -> bool:
+        return wait_for_notify(using, DONE_CHANNEL, timeout, lambda payload: payload == run_id)
+
+
+__all__ = [
+    "DONE_CHANNEL",
+    "WAKE_CHANNEL",
+    "Listener",
+    "NotifyBackend",
+    "notify_on_commit",
+    "wait_for_notify",
+]

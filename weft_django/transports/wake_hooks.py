@@ -1,17 +1,12 @@
-"""Post-commit wake hooks: how a durable write reaches a message transport.
+"""Deprecated: post-commit wake hooks, kept for imports.
 
-``client`` and the external transitions call ``wake_on_commit`` after each
-write that makes a run runnable (a start, a resume or retry, a signal, an
-async-activity completion, a child's end). When a transport registered a
-hook (``weft_django.celery.install`` does), the hook runs once the caller's
-transaction commits (``transaction.on_commit``), so a rolled-back write
-wakes nobody and a committed one is visible to whoever the wake reaches.
-The polling transport registers nothing: then this is a no-op and costs
-nothing. A hook that fails is logged and swallowed — the durable rows stay
-the truth and polling picks up what a lost wake missed.
-
-This module imports neither the models nor the runtime, so any layer may
-call it.
+Moved to ``weft_django.engine.wakes``: the runtime announces every wake with
+``announce(Wake(...))`` and each installed ``WakeBackend`` delivers it once
+the writing transaction committed. A transport that used ``register(hook)``
+should implement a ``WakeBackend`` instead. Until then ``register`` installs
+one ``HookBackend`` that calls every registered ``hook(WakeRequest)`` with
+the wake events (never with ``"finished"`` or ``"released"``, which hooks
+never received), so a registered hook sees exactly what it saw before.
 """
 
 from __future__ import annotations
@@ -19,61 +14,67 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 from django.db import transaction
 
+from weft_django.engine.wakes import Wake, WakeBackend, backends
+from weft_django.vocab import PICKUP_EVENTS, WAKE_EVENTS, WakeEvent
+
 logger = logging.getLogger("weft_django.transports")
 
-WakeEvent = Literal["start", "resume", "retry", "signal", "async-activity", "child-completion"]
-WAKE_EVENTS: tuple[WakeEvent, ...] = (
-    "start",
-    "resume",
-    "retry",
-    "signal",
-    "async-activity",
-    "child-completion",
-)
-#: Events that make a ``pending`` run (any engine may pick it up); the others
-#: wake a run its owner must drive.
-PICKUP_EVENTS: frozenset[str] = frozenset({"start", "resume", "retry"})
-
-
-@dataclass(frozen=True)
-class WakeRequest:
-    """One committed write that should wake ``run_id``."""
-
-    event: WakeEvent
-    run_id: str
-    using: str
-    workflow_id: str | None = None
-    #: A delayed start's time (engine-clock ms), for ``start``.
-    start_at: int | None = None
-
+WakeRequest = Wake
+"""Moved to ``weft_django.engine.wakes.Wake``; kept for imports."""
 
 WakeHook = Callable[[WakeRequest], Any]
 
-_lock = threading.Lock()
-_hooks: list[WakeHook] = []
+
+class HookBackend(WakeBackend):
+    """Delivers the wake events to the hooks registered with ``register``."""
+
+    name: ClassVar[str] = "wake-hooks"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._hooks: list[WakeHook] = []
+
+    def add(self, hook: WakeHook) -> None:
+        with self._lock:
+            if hook not in self._hooks:
+                self._hooks.append(hook)
+
+    def discard(self, hook: WakeHook) -> bool:
+        """Remove ``hook``; returns whether any hook is left."""
+        with self._lock:
+            if hook in self._hooks:
+                self._hooks.remove(hook)
+            return bool(self._hooks)
+
+    def hooks(self) -> tuple[WakeHook, ...]:
+        with self._lock:
+            return tuple(self._hooks)
+
+    def deliver(self, wake: Wake) -> None:
+        if wake.event in WAKE_EVENTS:
+            fire(wake)
+
+
+_backend = HookBackend()
 
 
 def register(hook: WakeHook) -> None:
-    """Add ``hook`` (idempotent)."""
-    with _lock:
-        if hook not in _hooks:
-            _hooks.append(hook)
+    """Add ``hook`` (idempotent) and install the backend that calls it."""
+    _backend.add(hook)
+    backends.install(_backend)
 
 
 def unregister(hook: WakeHook) -> None:
-    with _lock:
-        if hook in _hooks:
-            _hooks.remove(hook)
+    if not _backend.discard(hook):
+        backends.uninstall(_backend)
 
 
 def registered() -> tuple[WakeHook, ...]:
-    with _lock:
-        return tuple(_hooks)
+    return _backend.hooks()
 
 
 def fire(request: WakeRequest) -> None:
@@ -99,16 +100,18 @@ def wake_on_commit(
     workflow_id: str | None = None,
     start_at: int | None = None,
 ) -> None:
-    """Run the registered hooks for ``event`` once the current transaction commits."""
+    """Run the registered hooks (only them) for ``event`` once the current
+    transaction commits; new code calls ``weft_django.engine.wakes.announce``."""
     if run_id is None or not registered():
         return
-    request = WakeRequest(event, str(run_id), using, workflow_id, start_at)
+    request = Wake(event, str(run_id), using, workflow_id, start_at)
     transaction.on_commit(lambda: fire(request), using=using)
 
 
 __all__ = [
     "PICKUP_EVENTS",
     "WAKE_EVENTS",
+    "HookBackend",
     "WakeEvent",
     "WakeHook",
     "WakeRequest",

@@ -6,13 +6,16 @@ write through ``client.force_release`` -- the same rotation the admin's
 "force release" performs. The current owner's next fenced write fails and
 it stops driving the workflow; any engine picks the run up under the new
 epoch. The run's status is not changed. The new epoch is printed alone on
-stdout (for scripts), the explanation on stderr.
+stdout (for scripts), the explanation on stderr. Outside
+``OWNERSHIP="workflow-lease"`` ``force_release`` refuses (there is no
+per-workflow claim); the command reports its reason.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from weft_django.conf import get_settings
@@ -35,11 +38,6 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         settings = get_settings()
         workflow_id: str = options["workflow_id"]
-        if settings.ownership != "workflow-lease":
-            raise CommandError(
-                'force release applies to OWNERSHIP="workflow-lease" only '
-                f'(configured: "{settings.ownership}")'
-            )
         db = settings.database
         claim = WorkflowClaim.objects.using(db).filter(pk=workflow_id).first()
         if (
@@ -51,7 +49,7 @@ class Command(BaseCommand):
         previous = (claim.epoch, claim.engine_id) if claim is not None else (0, None)
         try:
             epoch = client.force_release(workflow_id, actor=str(options["actor"])[:200])
-        except WeftError as exc:
+        except (WeftError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         holder = previous[1] or "no holder"
         # The new epoch alone on stdout (for scripts); the explanation on stderr.

@@ -59,13 +59,16 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from weft_django.engine import Engine
+        from weft_django.engine.local_scheduler import LocalScheduler
 
         self._configure_logging(options["log_level"])
         overrides: dict[str, Any] = {}
         if options["concurrency"]:
             overrides["worker_concurrency"] = options["concurrency"]
         engine = Engine(
-            engine_id=options["engine_id"], listen=not options["no_listen"], **overrides
+            engine_id=options["engine_id"],
+            scheduler=LocalScheduler(listens=not options["no_listen"]),
+            **overrides,
         )
         stop = threading.Event()
 

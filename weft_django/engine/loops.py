@@ -1,0 +1,90 @@
+"""The background side tasks of a started engine: renewal and polling.
+
+Why two threads: renewal keeps every held claim alive, so it must never wait
+behind a slow maintenance pass (a large reclaim scan, a retention purge);
+it runs on its own thread and on its own stop event, which ``dispose`` sets
+only after in-flight turns finished -- claims stay renewed until released.
+The poll thread runs the maintenance pass every poll interval, or sooner
+when a wake arrives. Both threads mark themselves as engine threads
+(``engine.db_connections``) and survive any one failed pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import connections
+
+from weft_django.engine.db_connections import mark_engine_thread, refresh_connections
+
+logger = logging.getLogger("weft_django.engine")
+
+
+@dataclass
+class SideTasks:
+    """The renewal and poll threads of one engine, with their events."""
+
+    renew: Callable[[], object]
+    poll: Callable[[], object]
+    renew_interval_ms: int
+    poll_interval_ms: int
+    claim_ttl_ms: int
+    database: str
+    #: Set by ``dispose`` first: the poll loop ends.
+    stopping: threading.Event = field(default_factory=threading.Event)
+    #: Set by ``dispose`` after the grace: renewal ends.
+    renew_stop: threading.Event = field(default_factory=threading.Event)
+    #: A wake: the poll loop runs its next pass now.
+    wake: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.threads = [
+            threading.Thread(target=self._renew_loop, name="weft-renew", daemon=True),
+            threading.Thread(target=self._poll_loop, name="weft-poll", daemon=True),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def join(self, timeout: float) -> None:
+        for thread in self.threads:
+            thread.join(timeout=timeout)
+
+    def _renew_loop(self) -> None:
+        self._loop(self.renew, self.renew_interval_ms, self.renew_stop, "claim renewal pass")
+
+    def _poll_loop(self) -> None:
+        self._loop(self.poll, self.poll_interval_ms, self.stopping, "maintenance pass", self.wake)
+
+    def _loop(
+        self,
+        work: Callable[[], object],
+        interval_ms: int,
+        stop: threading.Event,
+        what: str,
+        wake: threading.Event | None = None,
+    ) -> None:
+        mark_engine_thread(self.claim_ttl_ms)
+        interval = interval_ms / 1000
+        if wake is None:
+            while not stop.wait(interval):
+                self._run_once(work, what)
+            return
+        while not stop.is_set():
+            self._run_once(work, what)
+            wake.wait(interval)
+            wake.clear()
+
+    def _run_once(self, work: Callable[[], object], what: str) -> None:
+        try:
+            refresh_connections()
+            work()
+        except Exception:
+            logger.exception("%s failed", what)
+            connections[self.database].close_if_unusable_or_obsolete()
+
+
+__all__ = ["SideTasks"]

@@ -1,0 +1,35 @@
+"""External transitions (SPEC §2, §4.4, §4.5): any process may commit them.
+
+``stop`` holds the actions that end the current owner's right to a
+workflow (they rotate the claim); ``wake`` the ones that give it more to do
+(they bump ``wake_seq``). Both go through ``_loop``'s read -> check ->
+commit -> retry, and every durable write through the conditional batch.
+"""
+
+from __future__ import annotations
+
+from weft_django.engine.operations._loop import MAX_ATTEMPTS, latest_run
+from weft_django.engine.operations.stop import (
+    cancel,
+    force_release,
+    purge,
+    purge_older_than,
+    suspend,
+    timeout,
+)
+from weft_django.engine.operations.wake import resume, retry, settle_async, signal
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "cancel",
+    "force_release",
+    "latest_run",
+    "purge",
+    "purge_older_than",
+    "resume",
+    "retry",
+    "settle_async",
+    "signal",
+    "suspend",
+    "timeout",
+]

@@ -1,0 +1,138 @@
+"""The Celery transport: ``install(app)`` (SPEC §2 "Engines", Celery).
+
+``install(app)`` only registers things -- a worker bootstep, two tasks,
+signal handlers and the ``CeleryWakeBackend`` -- and marks this process's
+transport as ``"celery"`` so that committed ``client`` writes become
+messages. A web process, ``migrate`` or ``shell`` that imports the
+project's ``celery.py`` starts nothing: no thread, no connection, no broker
+traffic until a ``client`` call commits.
+
+Inside ``celery worker``:
+
+- **One engine per node boot** (``node``): the bootstep (``bootstep``)
+  checks the pool (prefork, threads, solo; anything else is refused with
+  ``weft.E014``) and the ownership mode, mints the engine id
+  (``<node>:<pid>:<random>``, ``identity``) before the pool forks, and
+  starts the engine in the *main* process. It drives no turn itself: every
+  turn it finds is a ``weft.drive`` message to its own direct queue.
+- **Pool processes** (``pool``) share nothing with it across the fork:
+  each builds its own engine (same engine id, never renewing) and, before
+  each turn, adopts the claim from the database through the wake guard.
+- **Wakes** (``routing``, ``messages``) are ``weft.drive(run_id,
+  wake_kind, engine_id, epoch)`` on the owner's direct queue
+  (``worker_direct``: ``<node>.dq2``); pending runs are
+  ``weft.pickup(run_id)`` on the shared queue ``weft`` that every node
+  consumes. A sleep becomes an ``eta`` message only once it is due within
+  ``CELERY_ETA_HORIZON`` (``timers``). Every message carries ``expires``.
+  Lost, duplicated or stale messages change nothing: polling (every
+  ``CLAIM_RENEW_INTERVAL``) re-sends what is missing and the wake guard
+  discards what is stale. Turns of one run never overlap inside a node
+  (``turn_marks``).
+- **Shutdown** (warm): once the pool has drained, every claim is released
+  and the ``EngineRecord`` is marked stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from weft_django.conf import mark_process_transport
+from weft_django.engine.wakes import backends
+from weft_django.transports import wake_hooks
+from weft_django.transports.celery.bootstep import WeftNodeStep, connect_signals
+from weft_django.transports.celery.fixup import keep_connections_for_weft_tasks
+from weft_django.transports.celery.messages import (
+    DEFAULT_QUEUE,
+    DRIVE_TASK,
+    PICKUP_TASK,
+    Installed,
+    installation,
+    installed,
+    send,
+)
+from weft_django.transports.celery.routing import CeleryWakeBackend, route_wake
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+_lock = threading.Lock()
+#: The apps whose workers are weft nodes (by identity: tasks and step added once).
+_prepared: weakref.WeakSet[Celery] = weakref.WeakSet()
+
+
+def install(app: Celery, *, queue: str = DEFAULT_QUEUE) -> Celery:
+    """Make ``app``'s workers weft nodes and this process a Celery-transport one.
+
+    Registers the worker bootstep, the ``weft.drive`` / ``weft.pickup`` tasks
+    and the worker signal handlers, sets ``app.conf.worker_direct = True``,
+    installs the ``CeleryWakeBackend`` and marks this process's ``TRANSPORT``
+    as ``"celery"`` (an explicit conflicting ``WEFT["TRANSPORT"]`` then fails
+    validation). Starts nothing and reads no Django setting: safe to call
+    from the project's ``celery.py`` while the settings module is still
+    being imported.
+    """
+    with _lock:
+        if app not in _prepared:
+            app.conf.worker_direct = True
+            _register_tasks(app)
+            app.steps["worker"].add(WeftNodeStep)
+            _prepared.add(app)
+        connect_signals()
+        installation.current = Installed(app, queue)
+    mark_process_transport("celery")
+    backends.install(CeleryWakeBackend())
+    wake_hooks.register(_from_wake_hook)
+    return app
+
+
+def uninstall() -> None:
+    """Undo this process's marking and wake backend (tests; the app keeps its tasks)."""
+    with _lock:
+        installation.current = None
+    backends.uninstall(CeleryWakeBackend)
+    wake_hooks.unregister(_from_wake_hook)
+    mark_process_transport(None)
+
+
+def _from_wake_hook(request: wake_hooks.WakeRequest) -> None:
+    # Interim: the runtime still fires ``wake_hooks`` until it calls ``announce``.
+    from weft_django.engine.wakes import Wake
+
+    route_wake(
+        Wake(request.event, request.run_id, request.using, request.workflow_id, request.start_at)
+    )
+
+
+def _register_tasks(app: Celery) -> None:
+    @app.task(name=DRIVE_TASK, bind=True, ignore_result=True, shared=False)
+    def weft_drive(
+        self: Any, run_id: str, wake_kind: str | None, engine_id: str, epoch: int, **options: Any
+    ) -> str:
+        """Drive one turn of ``run_id`` if the wake guard lets it (owner node only)."""
+        from weft_django.transports.celery.pool import run_drive
+
+        return run_drive(run_id, wake_kind, engine_id, epoch, **options)
+
+    @app.task(name=PICKUP_TASK, bind=True, ignore_result=True, shared=False)
+    def weft_pickup(self: Any, run_id: str, **options: Any) -> str:
+        """Pick up a pending run (claim folded into the write), then drive it."""
+        from weft_django.transports.celery.pool import run_pickup
+
+        return run_pickup(run_id, **options)
+
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "DRIVE_TASK",
+    "PICKUP_TASK",
+    "CeleryWakeBackend",
+    "Installed",
+    "WeftNodeStep",
+    "install",
+    "installed",
+    "keep_connections_for_weft_tasks",
+    "send",
+    "uninstall",
+]

@@ -1,0 +1,118 @@
+"""Who this node is: its engine id, minted once per boot before the pool forks.
+
+Why minted in the main process, before the fork: every process of the node
+(the main process that renews, each pool process that drives) must carry
+the SAME engine id, or a pool process could not adopt the claims the node
+renews. Pool processes that do not fork (threads, solo, replacements
+spawned later) read it from the environment. ``prepare_node`` also refuses,
+at worker init, a pool or ownership mode under which a node would be unsafe.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from weft_django.conf import get_settings
+
+logger = logging.getLogger("weft_django.transports.celery")
+
+ENV_KEY = "WEFT_CELERY_NODE"
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    engine_id: str
+    node_name: str
+    pool: str
+    main_pid: int
+
+    def to_env(self) -> str:
+        return json.dumps(
+            {"e": self.engine_id, "n": self.node_name, "p": self.pool, "m": self.main_pid}
+        )
+
+    @classmethod
+    def from_env(cls, raw: str | None) -> NodeIdentity | None:
+        try:
+            data = json.loads(raw or "")
+            return cls(str(data["e"]), str(data["n"]), str(data["p"]), int(data["m"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+class _Minted:
+    """This process's identity: minted by ``prepare_node`` or read from the env."""
+
+    current: NodeIdentity | None = None
+
+
+minted = _Minted()
+
+
+def identity() -> NodeIdentity | None:
+    """This node's identity; ``None`` outside a weft Celery worker."""
+    if minted.current is None:
+        minted.current = NodeIdentity.from_env(os.environ.get(ENV_KEY))
+    return minted.current
+
+
+def pool_name(pool_cls: Any) -> str:
+    """``prefork``, ``threads``, ``solo``, ``gevent`` ... for a worker's pool class."""
+    from celery import concurrency
+
+    if isinstance(pool_cls, str):
+        target = concurrency.ALIASES.get(pool_cls, pool_cls)
+    else:
+        target = f"{pool_cls.__module__}:{pool_cls.__qualname__}"
+    for alias, path in concurrency.ALIASES.items():
+        if path == target and alias not in ("processes", "custom"):
+            return alias
+    return target
+
+
+def prepare_node(worker: Any, *, queue: str) -> NodeIdentity:
+    """Worker init, main process, before the pool forks: check, mint, subscribe."""
+    from django.apps import apps
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not apps.ready:
+        import django
+
+        django.setup()
+    from weft_django.checks import check_celery_pool
+
+    name = pool_name(worker.pool_cls)
+    problems = [f"{m.id}: {m.msg}" for m in check_celery_pool(name)]
+    settings = get_settings()  # ImproperlyConfigured names any bad WEFT key
+    if settings.ownership == "none":
+        problems.append(
+            'weft.E013: WEFT["OWNERSHIP"] is "none" but this is a Celery worker: several '
+            'nodes would drive the same workflows unfenced; use "workflow-lease"'
+        )
+    elif settings.ownership != "workflow-lease":
+        problems.append(
+            f'WEFT["OWNERSHIP"] is {settings.ownership!r}: a Celery node holds per-workflow '
+            'claims; use "workflow-lease" (the default) with Celery'
+        )
+    if problems:
+        message = "weft-django refuses to start this worker: " + "; ".join(problems)
+        logger.critical(message)
+        raise ImproperlyConfigured(message)
+    node = str(worker.hostname)
+    minted.current = NodeIdentity(
+        engine_id=f"{node[:160]}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+        node_name=node,
+        pool=name,
+        main_pid=os.getpid(),
+    )
+    os.environ[ENV_KEY] = minted.current.to_env()  # for pool processes that do not fork
+    worker.app.amqp.queues.select_add(queue)
+    return minted.current
+
+
+__all__ = ["ENV_KEY", "NodeIdentity", "identity", "pool_name", "prepare_node"]

@@ -1,0 +1,167 @@
+"""The weft Celery messages: task names, what is installed, and sending.
+
+Why one module: ``install(app)`` (any process) and the node runtime (worker
+processes) both send, and neither may import the other's heavy half. Every
+message carries ``expires``: a lost, duplicated or stale message changes
+nothing (polling re-sends what is missing, the wake guard discards what is
+stale), so sending never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from weft_django.clock import wall_ms
+from weft_django.conf import get_settings
+
+if TYPE_CHECKING:
+    from celery import Celery
+    from kombu import Queue
+
+logger = logging.getLogger("weft_django.transports.celery")
+
+DRIVE_TASK = "weft.drive"
+PICKUP_TASK = "weft.pickup"
+DEFAULT_QUEUE = "weft"
+#: Every message expires this long after it is due (at least).
+MIN_EXPIRY_MS = 60_000
+
+
+@dataclass(frozen=True)
+class Installed:
+    """The app ``install(app)`` made this process send through, and its shared queue."""
+
+    app: Celery
+    queue: str
+
+
+class _Installation:
+    """This process's one installation (set by ``install``, cleared by ``uninstall``)."""
+
+    current: Installed | None = None
+
+
+installation = _Installation()
+
+
+def installed() -> Installed | None:
+    return installation.current
+
+
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def expiry_ms() -> int:
+    """How long after it is due a message is still worth delivering."""
+    return max(MIN_EXPIRY_MS, 3 * get_settings().claim_renew_interval_ms)
+
+
+def send(
+    name: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    queue: str | Queue,
+    *,
+    now_ms: int,
+    expires_ms: int,
+    eta_ms: int | None = None,
+) -> bool:
+    """Send one weft task; a failure is logged and reported, never raised."""
+    current = installation.current
+    if current is None:
+        return False
+    try:
+        current.app.send_task(
+            name,
+            args=args,
+            kwargs=kwargs,
+            queue=queue,
+            eta=_utc(eta_ms) if eta_ms is not None and eta_ms > now_ms else None,
+            expires=_utc(expires_ms),
+        )
+    except Exception:  # a lost message costs one renew interval: polling re-sends it
+        logger.warning(
+            "could not send %s for %s; polling will pick it up", name, args[:1], exc_info=True
+        )
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class DriveMessage:
+    """``weft.drive``: one turn of ``run_id`` on node ``node_name``, behind the
+    wake guard for ``wake_kind`` at the generation ``(engine_id, epoch)``.
+
+    ``via`` is how the wake was found (a metric label: ``celery`` or
+    ``polling``); ``eta_ms`` delays delivery; ``attempt`` counts busy
+    re-sends; ``due_ms`` is when the wake was due (for the latency log).
+    """
+
+    node_name: str
+    run_id: str
+    wake_kind: str | None
+    engine_id: str
+    epoch: int
+    via: str = "celery"
+    eta_ms: int | None = None
+    attempt: int = 0
+    due_ms: int | None = None
+
+
+def send_drive(message: DriveMessage) -> bool:
+    """Send ``message`` to its node's direct queue (``worker_direct``)."""
+    from celery.utils.nodenames import worker_direct
+
+    now = wall_ms()
+    eta = message.eta_ms
+    due = eta if eta is not None and eta > now else now
+    return send(
+        DRIVE_TASK,
+        [str(message.run_id), message.wake_kind, message.engine_id, int(message.epoch)],
+        {
+            "via": message.via,
+            "due_ms": message.due_ms if message.due_ms is not None else due,
+            "attempt": message.attempt,
+        },
+        worker_direct(message.node_name),
+        now_ms=now,
+        expires_ms=due + expiry_ms(),
+        eta_ms=eta,
+    )
+
+
+def send_pickup(run_id: str, *, eta_ms: int | None = None) -> bool:
+    """``weft.pickup`` on the shared queue: any node may claim the pending run."""
+    current = installation.current
+    if current is None:
+        return False
+    now = wall_ms()
+    due = eta_ms if eta_ms is not None and eta_ms > now else now
+    return send(
+        PICKUP_TASK,
+        [str(run_id)],
+        {"due_ms": due},
+        current.queue,
+        now_ms=now,
+        expires_ms=due + expiry_ms(),
+        eta_ms=eta_ms,
+    )
+
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "DRIVE_TASK",
+    "MIN_EXPIRY_MS",
+    "PICKUP_TASK",
+    "DriveMessage",
+    "Installed",
+    "expiry_ms",
+    "installed",
+    "send",
+    "send_drive",
+    "send_pickup",
+]

@@ -1,0 +1,331 @@
+"""Pool processes: the ``weft.drive`` / ``weft.pickup`` task bodies.
+
+A pool process (a prefork child, or a worker thread) shares nothing with
+the node's main process across the fork: it builds its own engine per
+thread (``pool_engine()``: the node's engine id, never renewing, never
+polling) and, before each turn, adopts from the database the claim the
+message names -- through the wake guard, which discards the wake unless
+the holder row carries this node's engine id at exactly that epoch. The
+node renews what the pool claims; after each task the pool engine forgets
+its claims and adds its counters to the node's ``EngineRecord``.
+
+This process's mutable state is one ``PoolState`` object, reset after a fork.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.db.models import Min
+
+from weft_django.clock import wall_ms
+from weft_django.engine.db_connections import mark_engine_thread
+from weft_django.models import Timer, WorkflowRun
+from weft_django.ownership.guard import decide_wake, record_wake
+from weft_django.transports.celery.identity import NodeIdentity, identity
+from weft_django.transports.celery.messages import DriveMessage, send_drive
+from weft_django.transports.celery.records import add_to_engine_record, counters, is_zero
+from weft_django.transports.celery.scheduling import MessageScheduler, build_engine
+from weft_django.transports.celery.timers import after_turn
+from weft_django.transports.celery.turn_marks import (
+    DrivingRuns,
+    clear_leftover_marks,
+    drop_child_mark,
+    leave_turn,
+    restamp_pickup,
+    take_turn,
+)
+from weft_django.vocab import WAKE_KINDS, WakeKind, WakeTransport
+from weft_django.warnings import warn_wake_discarded
+
+if TYPE_CHECKING:
+    from weft_django.engine import Engine
+
+logger = logging.getLogger("weft_django.transports.celery")
+
+#: A run whose turn mark is busy: the message comes back after this long ...
+BUSY_RETRY_MS = 200
+#: ... at most this many times (then polling takes over).
+BUSY_RETRIES = 50
+#: An ``eta`` that fires a little early waits for its timer instead of being discarded.
+EARLY_TIMER_MS = 2_000
+
+
+@dataclass
+class PoolState:
+    """Everything a pool process keeps between tasks (one object, reset after a fork)."""
+
+    #: One engine per thread (an engine's turn state is not thread-safe).
+    local: threading.local = field(default_factory=threading.local)
+    #: The runs this process drives now (the main process reads it too: threads pool).
+    driving: DrivingRuns = field(default_factory=DrivingRuns)
+    #: A turn mark could not be cleared: clear leftovers before the next task.
+    marks_dirty: bool = False
+
+    def reset(self) -> None:
+        self.local = threading.local()
+        self.driving.clear()
+        self.marks_dirty = False
+
+
+state = PoolState()
+"""This process's pool state."""
+
+
+class PoolScheduler(MessageScheduler):
+    """A pool engine's scheduler: a turn that started a child hands it to the node."""
+
+    def dispatch_turn(
+        self, run_id: str, wake_kind: WakeKind | None, transport: WakeTransport = "local"
+    ) -> None:
+        if str(run_id) not in state.driving:
+            drop_child_mark(self.engine.settings.database, run_id)
+        super().dispatch_turn(run_id, wake_kind, transport)
+
+
+def pool_engine() -> Engine:
+    """This thread's pool engine (same engine id as the node; never renews)."""
+    ident = identity()
+    assert ident is not None
+    engine: Engine | None = getattr(state.local, "engine", None)
+    if engine is None or engine.engine_id != ident.engine_id:
+        engine = build_engine(ident, PoolScheduler(ident))
+        state.local.engine = engine
+    return engine
+
+
+def reset_after_fork() -> None:
+    """A prefork child: forget the parent's pool state, build this process's engine."""
+    if identity() is None:
+        return
+    state.reset()
+    pool_engine()
+
+
+def _begin_task(engine: Engine) -> None:
+    # A pool process drives turns: bound its sessions' idle transactions
+    # (``engine.db_connections``). Not the test or web process's own threads.
+    mark_engine_thread(engine.settings.claim_ttl_ms)
+    if state.marks_dirty and clear_leftover_marks(engine, state.driving):
+        state.marks_dirty = False
+
+
+def _end_task(engine: Engine) -> None:
+    registry = engine.registry
+    if registry is not None:
+        for wid in registry.tracked():
+            registry.forget(wid)  # the node renews; the next message adopts afresh
+    engine.parked_commands.clear()
+    delta = counters(engine.metrics.snapshot())
+    if is_zero(delta):
+        return
+    try:
+        add_to_engine_record(engine.settings.database, engine.engine_id, delta)
+    except Exception:
+        logger.warning("could not add pool counters to engine %s", engine.engine_id, exc_info=True)
+        return
+    engine.metrics.reset()
+
+
+def _leave(engine: Engine, run_id: str) -> None:
+    if not leave_turn(engine, run_id, state.driving):
+        state.marks_dirty = True
+
+
+def _wait_until_due(due_ms: int, now_ms: int) -> None:
+    # Sleep, not a wait-for: the condition is the clock reaching ``due_ms``,
+    # nothing else to observe. Bounded by EARLY_TIMER_MS; re-sending the
+    # message instead would cost a broker round trip and a second guard pass.
+    time.sleep((due_ms - now_ms) / 1000 + 0.002)
+
+
+def _runnable(engine: Engine, run_id: str) -> bool:
+    """Is there anything for a turn to do? (Else the wake was a duplicate.)"""
+    db = engine.settings.database
+    row = (
+        WorkflowRun.objects.using(db)
+        .filter(pk=run_id)
+        .values_list("status", "wake_seq", "parked_seq")
+        .first()
+    )
+    if row is None:
+        return False
+    status, wake_seq, parked_seq = row
+    if status == "running":
+        return True
+    if status != "parked":
+        return False
+    if wake_seq > parked_seq:
+        return True
+    first = Timer.objects.using(db).filter(run__pk=run_id).aggregate(first=Min("fire_at"))["first"]
+    if first is None:
+        return False
+    now = engine.now_ms()
+    if first <= now:
+        return True
+    if first - now <= EARLY_TIMER_MS:  # an eta that fired a hair early
+        _wait_until_due(first, now)
+        return True
+    return False
+
+
+def _log_wake(
+    decision: str, run_id: str, workflow_id: str, kind: str, via: str, due_ms: Any, reason: str
+) -> None:
+    latency = wall_ms() - int(due_ms) if isinstance(due_ms, int) else None
+    logger.info(
+        "weft wake %s run=%s workflow=%s kind=%s via=%s reason=%s latency_ms=%s",
+        decision,
+        run_id,
+        workflow_id,
+        kind,
+        via,
+        reason or "-",
+        latency,
+    )
+
+
+def run_drive(
+    run_id: str,
+    wake_kind: str | None,
+    engine_id: str,
+    epoch: int,
+    *,
+    via: str = "celery",
+    due_ms: int | None = None,
+    attempt: int = 0,
+    **_: Any,
+) -> str:
+    """The ``weft.drive`` task body (a pool process of the owning node)."""
+    ident = identity()
+    if ident is None:
+        logger.error("weft.drive ran outside a weft Celery node; ignored")
+        return "no-node"
+    engine = pool_engine()
+    kind: WakeKind = wake_kind if wake_kind in WAKE_KINDS else "inline-macrotask-drive"  # type: ignore[assignment]
+    channel: WakeTransport = "polling" if via == "polling" else "celery"
+    _begin_task(engine)
+    try:
+        outcome = _wake(engine, ident, str(run_id), kind, engine_id, int(epoch), channel, due_ms)
+    finally:
+        _end_task(engine)
+    if outcome == "busy":
+        if attempt < BUSY_RETRIES:
+            send_drive(
+                DriveMessage(
+                    ident.node_name,
+                    str(run_id),
+                    wake_kind,
+                    engine_id,
+                    int(epoch),
+                    via=via,
+                    eta_ms=wall_ms() + BUSY_RETRY_MS,
+                    attempt=attempt + 1,
+                    due_ms=due_ms,
+                )
+            )
+        else:
+            logger.info("run %s still busy after %s tries; polling takes over", run_id, attempt)
+    return outcome
+
+
+def _wake(
+    engine: Engine,
+    ident: NodeIdentity,
+    run_id: str,
+    kind: WakeKind,
+    engine_id: str,
+    epoch: int,
+    channel: WakeTransport,
+    due_ms: Any,
+) -> str:
+    """Guard (and adopt), take the turn mark, then drive one turn.
+
+    The wake is counted once: ``discard`` when the guard or the duplicate
+    check says so, ``proceed`` just before the turn; a busy or gone run is
+    not counted (its message comes back, or there is nothing left to wake).
+    """
+    db = engine.settings.database
+    row = WorkflowRun.objects.using(db).filter(pk=run_id).values_list("workflow_id").first()
+    if row is None:
+        return "gone"
+    wid = row[0]
+    verdict = decide_wake(engine, wid, kind, epoch, expected_engine_id=engine_id, adopt=True)
+    if verdict.decision == "discard":
+        record_wake(engine, kind, "discard", channel)
+        _log_wake("discarded", run_id, wid, kind, channel, due_ms, str(verdict.reason))
+        return "discarded"
+    holder = verdict.holder
+    taken = take_turn(
+        engine, run_id, holder.claimed_at if holder is not None else None, ident, state.driving
+    )
+    if taken != "ok":
+        return taken
+    try:
+        if not _runnable(engine, run_id):
+            warn_wake_discarded(wid, kind, reason="duplicate", engine_id=engine.engine_id)
+            record_wake(engine, kind, "discard", channel)
+            _log_wake("discarded", run_id, wid, kind, channel, due_ms, "duplicate")
+            return "duplicate"
+        record_wake(engine, kind, "proceed", channel)
+        _log_wake("proceed", run_id, wid, kind, channel, due_ms, "")
+        # The guard ran above (and adopted the claim): drive without a second one.
+        left = engine.drive(run_id, None)
+        after_turn(engine, wid, node_name=ident.node_name)
+        return left or "driven"
+    finally:
+        _leave(engine, run_id)
+
+
+def run_pickup(run_id: str, *, due_ms: int | None = None, **_: Any) -> str:
+    """The ``weft.pickup`` task body (any node): claim a pending run, drive it."""
+    ident = identity()
+    if ident is None:
+        logger.error("weft.pickup ran outside a weft Celery node; ignored")
+        return "no-node"
+    engine = pool_engine()
+    db = engine.settings.database
+    _begin_task(engine)
+    try:
+        run = WorkflowRun.objects.using(db).filter(pk=run_id).first()
+        if run is None or run.status != "pending":
+            return "not-pending"
+        now = engine.now_ms()
+        if run.start_at is not None and run.start_at > now:
+            if run.start_at - now > EARLY_TIMER_MS:
+                return "not-due"
+            _wait_until_due(run.start_at, now)
+        key = str(run.pk)
+        if not state.driving.enter(key):
+            return "busy"
+        try:
+            if not engine.maintenance.pick_up(run):
+                return "lost-race"
+            if not restamp_pickup(engine, run.pk):
+                return "busy"
+            _log_wake("pickup", key, run.workflow_id, "-", "celery", due_ms, "")
+            left = engine.drive(run.pk, None)
+            after_turn(engine, run.workflow_id, node_name=ident.node_name)
+            return left or "driven"
+        finally:
+            _leave(engine, key)
+    finally:
+        _end_task(engine)
+
+
+__all__ = [
+    "BUSY_RETRIES",
+    "BUSY_RETRY_MS",
+    "EARLY_TIMER_MS",
+    "PoolScheduler",
+    "PoolState",
+    "pool_engine",
+    "reset_after_fork",
+    "run_drive",
+    "run_pickup",
+    "state",
+]
