@@ -6,9 +6,7 @@ write through ``client.force_release`` -- the same rotation the admin's
 "force release" performs. The current owner's next fenced write fails and
 it stops driving the workflow; any engine picks the run up under the new
 epoch. The run's status is not changed. The new epoch is printed alone on
-stdout (for scripts), the explanation on stderr. Outside
-``OWNERSHIP="workflow-lease"`` ``force_release`` refuses (there is no
-per-workflow claim); the command reports its reason.
+stdout (for scripts), the explanation on stderr.
 """
 
 from __future__ import annotations
@@ -36,6 +34,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Outside OWNERSHIP="workflow-lease" force_release itself refuses
+        # (ImproperlyConfigured, nothing written): reported as a CommandError.
         settings = get_settings()
         workflow_id: str = options["workflow_id"]
         db = settings.database
