@@ -8,6 +8,7 @@ satisfies it, and a test may pass a small double.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from weft_django.ownership.host import OwnershipHost
@@ -15,8 +16,28 @@ from weft_django.ownership.host import OwnershipHost
 if TYPE_CHECKING:
     from weft_django.engine.activities import ActivityOutcome
     from weft_django.engine.definitions import ActivityDefinition
-    from weft_django.engine.scheduler import TurnScheduler
+    from django.db.models import QuerySet
+
+    from weft_django.models import WorkflowRun
     from weft_django.vocab import WakeKind, WakeTransport
+
+
+class FoundWorkPlacement(Protocol):
+    """What the maintenance pass asks of the engine's ``TurnScheduler``.
+
+    Declared here (and not by importing ``engine.scheduler``) because the
+    scheduler is bound to a ``TurnHost``: the lower protocol must not name
+    the module that depends on it.
+    """
+
+    @property
+    def background(self) -> bool: ...
+
+    def dispatch_timers(
+        self, owned: QuerySet[WorkflowRun], now_ms: int
+    ) -> Iterable[str] | None: ...
+
+    def find_stranded(self, owned: QuerySet[WorkflowRun], now_ms: int) -> Iterable[Any] | None: ...
 
 
 class TurnHost(OwnershipHost, Protocol):
@@ -34,7 +55,7 @@ class TurnHost(OwnershipHost, Protocol):
     def booted(self) -> bool: ...
 
     @property
-    def scheduler(self) -> TurnScheduler: ...
+    def scheduler(self) -> FoundWorkPlacement: ...
 
     @property
     def parked_commands(self) -> dict[str, int]:
@@ -69,4 +90,4 @@ class TurnHost(OwnershipHost, Protocol):
     ) -> str | None: ...
 
 
-__all__ = ["TurnHost"]
+__all__ = ["FoundWorkPlacement", "TurnHost"]
