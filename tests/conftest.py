@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -39,3 +40,15 @@ def batch_db(transactional_db: None) -> None:
     each batch to own its transaction, as it does in an engine. Use it with
     ``pytestmark = pytest.mark.usefixtures("batch_db")``.
     """
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_engine_clock() -> Iterator[None]:
+    """An engine booted with an injected clock installs it process-wide until
+    ``dispose()``; a test that never disposes its engine must not leak that
+    clock into the next test's ``client`` calls."""
+    from weft_django.clock import process_clock
+
+    before = process_clock.installed()
+    yield
+    process_clock.restore(before)

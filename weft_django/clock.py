@@ -49,6 +49,16 @@ class _ProcessClock:
                     del self._stack[index]
                     return
 
+    def installed(self) -> tuple[Clock, ...]:
+        """The installed clocks, oldest first (a test fixture saves them)."""
+        with self._lock:
+            return tuple(self._stack)
+
+    def restore(self, clocks: tuple[Clock, ...]) -> None:
+        """Put back exactly ``clocks`` (what ``installed()`` returned)."""
+        with self._lock:
+            self._stack = list(clocks)
+
     def current(self) -> Clock | None:
         with self._lock:
             return self._stack[-1] if self._stack else None

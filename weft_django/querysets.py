@@ -161,6 +161,11 @@ class WorkflowClaimQuerySet(models.QuerySet):
         """Holders another engine may take over now (``expired_claims_q``)."""
         return self.filter(expired_claims_q(now_ms, grace_ms))
 
+    def takeable(self, now_ms: int, grace_ms: int) -> WorkflowClaimQuerySet:
+        """Claims another engine may take now: released (acquire) or expired
+        (takeover). What the reclaim scan looks for."""
+        return self.filter(_released_q() | expired_claims_q(now_ms, grace_ms))
+
     def live(self, now_ms: int, grace_ms: int) -> WorkflowClaimQuerySet:
         """Holders that are neither released nor expired."""
         return self.exclude(_released_q()).exclude(expired_claims_q(now_ms, grace_ms))

@@ -106,6 +106,7 @@ def test_check_fails_when_timers_lag(live_engine: Engine) -> None:
     assert "weft check ok" in run("weft_status", "--check", "--max-lag", "600")
 
 
+@pytest.mark.processes
 def test_check_exit_status_from_the_command_line(populated: Populated) -> None:
     """What a liveness probe sees: the process's exit status."""
     result = subprocess.run(

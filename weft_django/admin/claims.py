@@ -21,6 +21,7 @@ from django.utils.http import urlencode
 from weft_django.clock import wall_ms
 from weft_django.conf import get_settings
 from weft_django.engine import client
+from weft_django.engine.operations.stop import force_release_refusal
 from weft_django.errors import WeftError
 from weft_django.inspection import (
     CLAIM_STATES,
@@ -124,14 +125,10 @@ class HolderAdmin(ReadOnlyAdmin):
     def force_release(
         self, request: HttpRequest, queryset: QuerySet[WorkflowClaim]
     ) -> HttpResponse | None:
-        # Until the runtime refuses it itself: force release is a workflow-lease
-        # operation (other modes have no per-workflow holder to rotate away).
-        mode = get_settings().ownership
-        if mode != "workflow-lease":
-            messages.error(
-                request,
-                f'Force release applies to OWNERSHIP="workflow-lease" only (configured: "{mode}").',
-            )
+        # Refused before the confirmation page, by the runtime's own rule.
+        refusal = force_release_refusal(get_settings().ownership)
+        if refusal is not None:
+            messages.error(request, refusal[0].upper() + refusal[1:] + ".")
             return None
         if request.POST.get("post") == "yes":
             who = actor(request)

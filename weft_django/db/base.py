@@ -68,6 +68,8 @@ class StoreOps:
     #: The claim rows and run rows of a batch can be locked in one round trip,
     #: in the global lock order (claims, then runs, each by key).
     supports_joint_lock: ClassVar[bool] = False
+    #: ``LISTEN``/``NOTIFY`` (the NOTIFY wake backend needs it).
+    supports_listen_notify: ClassVar[bool] = False
 
     # -- claim rows ----------------------------------------------------------
     def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:

@@ -57,6 +57,7 @@ class PostgreSQLOps(StoreOps):
     vendor: ClassVar[str] = "postgresql"
     supports_claim_statement: ClassVar[bool] = True
     supports_joint_lock: ClassVar[bool] = True
+    supports_listen_notify: ClassVar[bool] = True
 
     def __init__(self) -> None:
         # Built once per shape: the claim statement is the protocol's hottest one.

@@ -155,12 +155,7 @@ def start(
             existing = WorkflowRun.objects.using(db).filter(idempotency_key=idempotency_key).first()
             if existing is not None:
                 return _existing_for_key(existing, idempotency_key, name)
-        previous = (
-            WorkflowRun.objects.using(db)
-            .filter(workflow_id=workflow_id)
-            .order_by("-created_at", "-pk")
-            .first()
-        )
+        previous = WorkflowRun.objects.using(db).latest_for(workflow_id)
         if previous is not None:
             if previous.status not in TERMINAL_STATUSES:
                 raise WorkflowAlreadyRunning(workflow_id, str(previous.pk))
@@ -256,12 +251,7 @@ def ownership_status(workflow_id: str) -> dict[str, Any]:
     """The owner of ``workflow_id`` as the API's ``ownership/`` endpoint serves it."""
     settings = get_settings()
     db = settings.database
-    run = (
-        WorkflowRun.objects.using(db)
-        .filter(workflow_id=workflow_id)
-        .order_by("-created_at", "-pk")
-        .first()
-    )
+    run = WorkflowRun.objects.using(db).latest_for(workflow_id)
     claim = WorkflowClaim.objects.using(db).filter(pk=workflow_id).first()
     holder = None
     expired = False

@@ -32,6 +32,8 @@ from typing import Any
 from django.db import connections
 from django.db.backends.signals import connection_created
 
+from weft_django.db import ops_for_connection
+
 _engine_thread = threading.local()
 
 
@@ -57,13 +59,12 @@ def mark_engine_thread(idle_limit_ms: int) -> None:
 
 def _bound_idle_transactions(connection: Any, *, new_session: bool = False) -> None:
     limit = getattr(_engine_thread, "idle_limit_ms", None)
-    if limit is None or connection.vendor != "postgresql":
+    if limit is None:
         return
     if not new_session and getattr(connection, "_weft_idle_limit_ms", None) == limit:
         return
-    with connection.cursor() as cursor:
-        cursor.execute(f"SET idle_in_transaction_session_timeout = {int(limit)}")
-    connection._weft_idle_limit_ms = limit
+    if ops_for_connection(connection).bound_idle_transactions(connection, int(limit)):
+        connection._weft_idle_limit_ms = limit
 
 
 def _on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:

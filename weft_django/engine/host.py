@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from weft_django.ownership.host import OwnershipHost
 
 if TYPE_CHECKING:
-    from weft_django.engine.activities import ActivityOutcome
-    from weft_django.engine.definitions import ActivityDefinition
     from django.db.models import QuerySet
 
+    from weft_django.engine.activities import ActivityOutcome
+    from weft_django.engine.definitions import ActivityDefinition
     from weft_django.models import WorkflowRun
     from weft_django.vocab import WakeKind, WakeTransport
 

@@ -30,9 +30,8 @@ from weft_django.models import (
     WorkflowRun,
 )
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
-from weft_django.ownership.batch import RunCondition, Update, conditional_batch
-from weft_django.ownership.fence import fenced_commit
-from weft_django.ownership.fold import commit_with_claim_fold, prepare_claim_fold
+from weft_django.ownership.batch import RunCondition, Update
+from weft_django.ownership.fold import commit_enabling_write
 from weft_django.ownership.registry import takeover_with_retries
 from weft_django.vocab import TIMER_WAKE_KIND, timer_wake_kind
 
@@ -99,7 +98,7 @@ class Maintenance:
         else:
             due = (
                 Timer.objects.using(self.db)
-                .filter(fire_at__lte=now, run__status__in=DRIVABLE_STATUSES)
+                .due(now)
                 .filter(run__in=owned.values("pk"))
                 .values_list("run_id", "kind")
                 .order_by("fire_at")[: BATCH * 4]
@@ -164,16 +163,8 @@ class Maintenance:
         if registry is None or engine.halted:
             return 0
         now = engine.now_ms()
-        stale_before = (
-            now - WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * engine.settings.claim_renew_interval_ms
-        )
-        stale = WorkflowClaim.objects.using(self.db).filter(
-            Q(engine_id__isnull=True)
-            | Q(expires_at__isnull=True)
-            | Q(claimed_at__isnull=True)
-            | Q(engine_id="")
-            | Q(expires_at__lt=stale_before)
-        )
+        grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * engine.settings.claim_renew_interval_ms
+        stale = WorkflowClaim.objects.using(self.db).takeable(now, grace)
         no_claim = ~Exists(
             WorkflowClaim.objects.using(self.db).filter(workflow_id=OuterRef("workflow_id"))
         )
@@ -255,25 +246,9 @@ class Maintenance:
             values["started_at"] = timezone.now()
         conditions = [RunCondition(run.pk, statuses=frozenset({"pending"}), label="pending")]
         writes = [Update(WorkflowRun, {"pk": run.pk}, values)]
-        wid = run.workflow_id
-        if engine.registry is not None:
-            fold = prepare_claim_fold(engine, wid)
-            if fold is None:
-                committed = fenced_commit(engine, wid, conditions, writes).committed
-            else:
-                result = commit_with_claim_fold(engine, fold, conditions, writes)
-                committed = result.status == "committed"
-                # A stale holder left by an earlier run: take it over once expired.
-                if (
-                    not committed
-                    and result.claim_conflict
-                    and takeover_with_retries(engine.registry, wid).status == "acquired"
-                ):
-                    committed = fenced_commit(engine, wid, conditions, writes).committed
-        elif engine.lease is not None:
-            committed = fenced_commit(engine, wid, conditions, writes).committed
-        else:
-            committed = conditional_batch(conditions, writes, using=self.db).committed
+        # The claim's acquire (or a takeover of a stale holder an earlier run
+        # left) folds into the same fenced batch as the status change.
+        committed = commit_enabling_write(engine, run.workflow_id, conditions, writes).committed
         if committed:
             run.status = "running"
             weft_signals.workflow_started.send(sender=WorkflowRun, run=run)

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard, TypeVar, get_args
 
+from weft_django.choices import RUN_STATUSES
 from weft_django.vocab import (
     WAKE_KINDS,
     WAKE_TRANSPORTS,
@@ -57,16 +58,7 @@ WAKE_DECISIONS: Final[tuple[WakeDecision, ...]] = get_args(WakeDecision)
 
 WakeKey = tuple[WakeKind, WakeDecision, WakeTransport]
 
-RUN_STATUS_LABELS: Final[tuple[str, ...]] = (
-    "pending",
-    "running",
-    "parked",
-    "suspended",
-    "completed",
-    "failed",
-    "cancelled",
-    "timed_out",
-)
+RUN_STATUS_LABELS: Final[tuple[str, ...]] = tuple(str(status) for status in RUN_STATUSES)
 """Run statuses (SPEC §2) as the closed value set of the exporter's ``status`` label."""
 
 CLOSED_LABEL_SETS: Final[Mapping[str, tuple[str, ...]]] = {

@@ -32,7 +32,7 @@ class WorkflowTestEnvironment:
 
     def journal(self, workflow_id: str) -> list[tuple[str, str]]:
         """``[(kind, target), ...]`` of the latest run's journal."""
-        run = WorkflowRun.objects.filter(workflow_id=workflow_id).order_by("-created_at").first()
+        run = WorkflowRun.objects.using(self.engine.settings.database).latest_for(workflow_id)
         if run is None:
             raise AssertionError(f"no run of workflow {workflow_id!r}")
         return list(

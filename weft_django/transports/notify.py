@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from django.db import connections, transaction
 
+from weft_django.db import ops
 from weft_django.engine.wakes import Listening, Wake, WakeBackend
 
 logger = logging.getLogger("weft_django.transports")
@@ -39,9 +40,14 @@ def _send(channel: str, payload: str, using: str) -> None:
 
 def notify_on_commit(channel: str, payload: str, using: str) -> None:
     """Send ``NOTIFY channel, payload`` after the current transaction commits."""
-    if connections[using].vendor != "postgresql":
+    if not _supported(using):
         return
     transaction.on_commit(lambda: _send(channel, payload, using), using=using)
+
+
+def _supported(using: str) -> bool:
+    """The database of ``using`` has LISTEN/NOTIFY (the vendor seam says)."""
+    return ops(using).supports_listen_notify
 
 
 def _listen_sql(channel: str) -> Any:
@@ -64,7 +70,7 @@ class Listener(Listening):
 
     @staticmethod
     def available(using: str) -> bool:
-        return connections[using].vendor == "postgresql"
+        return _supported(using)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="weft-listen", daemon=True)

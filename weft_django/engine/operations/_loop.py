@@ -29,12 +29,7 @@ T = TypeVar("T")
 def latest_run(workflow_id: str, using: str | None = None) -> WorkflowRun:
     """The newest run of ``workflow_id`` (``WorkflowNotFound`` if none)."""
     db = using or get_settings().database
-    run = (
-        WorkflowRun.objects.using(db)
-        .filter(workflow_id=workflow_id)
-        .order_by("-created_at", "-pk")
-        .first()
-    )
+    run = WorkflowRun.objects.using(db).latest_for(workflow_id)
     if run is None:
         raise WorkflowNotFound(workflow_id)
     return run

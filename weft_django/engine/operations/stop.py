@@ -206,6 +206,17 @@ def timeout(run: WorkflowRun, *, actor: str) -> WorkflowRun | None:
         return None
 
 
+def force_release_refusal(ownership: str) -> str | None:
+    """Why force release is refused under ``ownership`` (``None``: allowed).
+
+    The one home of the rule: only ``workflow-lease`` has a per-workflow claim
+    to rotate. The admin asks before showing its confirmation page.
+    """
+    if ownership == "workflow-lease":
+        return None
+    return f'force release applies to OWNERSHIP="workflow-lease" only (configured: "{ownership}")'
+
+
 def force_release(workflow_id: str, *, actor: str = "admin") -> int:
     """Rotate the claim (epoch + 1, holder deleted) without touching the run.
 
@@ -215,11 +226,9 @@ def force_release(workflow_id: str, *, actor: str = "admin") -> int:
     ``"released"`` so an engine takes it over without waiting for a poll.
     """
     settings = get_settings()
-    if settings.ownership != "workflow-lease":
-        raise ImproperlyConfigured(
-            'force release applies to OWNERSHIP="workflow-lease" only '
-            f'(configured: "{settings.ownership}")'
-        )
+    refusal = force_release_refusal(settings.ownership)
+    if refusal is not None:
+        raise ImproperlyConfigured(refusal)
     db = settings.database
 
     def attempt() -> Prepared[int]:

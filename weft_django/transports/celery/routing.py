@@ -36,20 +36,13 @@ class Owner:
 
 def owner_of_run(using: str, run_id: Any) -> Owner | None:
     """The run's workflow id and its claim's holder (one query)."""
-    from django.db.models import OuterRef, Subquery
+    from weft_django.models import WorkflowRun
 
-    from weft_django.models import WorkflowClaim, WorkflowRun
-
-    claims = WorkflowClaim.objects.using(using).filter(workflow_id=OuterRef("workflow_id"))
     row = (
         WorkflowRun.objects.using(using)
         .filter(pk=run_id)
-        .annotate(
-            c_engine=Subquery(claims.values("engine_id")[:1]),
-            c_epoch=Subquery(claims.values("epoch")[:1]),
-            c_expires=Subquery(claims.values("expires_at")[:1]),
-        )
-        .values_list("workflow_id", "c_engine", "c_epoch", "c_expires")
+        .with_claim()
+        .values_list("workflow_id", "claim_engine_id", "claim_epoch", "claim_expires_at")
         .first()
     )
     if row is None:
