@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from weft_django.engine.definitions import WorkflowDefinition, _registry
+from weft_django.engine.definitions import registry
 from weft_django.models import (
     AsyncActivity,
     ClaimEvent,
@@ -72,11 +72,5 @@ def run_state(workflow_id: str) -> tuple[Any, ...]:
 @contextlib.contextmanager
 def swapped_workflow(name: str, fn: Callable[..., Any]) -> Iterator[None]:
     """Simulate a deploy: the registered workflow ``name`` runs ``fn`` instead."""
-    with _registry.lock:
-        before = _registry.workflows[name]
-        _registry.workflows[name] = WorkflowDefinition(name, fn)
-    try:
+    with registry.swapped(name, fn):
         yield
-    finally:
-        with _registry.lock:
-            _registry.workflows[name] = before

@@ -91,7 +91,7 @@ def render_metrics() -> str:
         and adds cluster gauges, so django-prometheus's `/metrics` in **any**
         process (a web worker, say) shows the cluster's truth. It is registered
         when `django_prometheus` is installed, or when
-        `WEFT_PROMETHEUS_COLLECTOR = True`; set it to `False` to opt out.
+        `WEFT["PROMETHEUS_COLLECTOR"] = True`; set it to `False` to opt out.
         The REST API's `metrics/` endpoint serves the same counters as JSON.
 
         Every label value comes from a closed set; **a workflow id is never a

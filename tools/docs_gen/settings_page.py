@@ -39,6 +39,8 @@ def render_settings() -> str:
             return "seconds (int/float) or timedelta, > 0"
         if key == "RETENTION":
             return "None, or seconds (int/float) or timedelta, > 0"
+        if key == "PROMETHEUS_COLLECTOR":
+            return "None or bool"
         if key in choices:
             return " / ".join(f'"{c}"' for c in choices[key])
         if isinstance(value, bool):
@@ -66,9 +68,10 @@ def render_settings() -> str:
         WEFT = {"CLAIM_TTL": 30, "CLAIM_RENEW_INTERVAL": 5}
         ```
 
-        Problems are reported by system checks with stable ids (`weft.E001` …
-        `weft.E015`) and raised as `ImproperlyConfigured` when an engine or the
-        client first reads the settings; README's "Settings" section lists the
+        Problems are reported by system checks with stable ids, one per
+        problem (`weft.E001` … `weft.E022`, `weft.W001`), and raised as
+        `ImproperlyConfigured` when an engine or the client first reads the
+        settings; README's "Settings" section lists the
         rules, and [Tuning CLAIM_TTL](../howto/claim-ttl.md) explains the
         timing ones.
         """,
@@ -81,8 +84,8 @@ def render_settings() -> str:
                 (
                     "`WEFT_PROMETHEUS_COLLECTOR`",
                     "unset",
-                    "register the cluster collector with prometheus_client "
-                    "(default: when `django_prometheus` is installed)",
+                    "deprecated (`weft.W001`): use `WEFT[\"PROMETHEUS_COLLECTOR\"]`, "
+                    "which wins when both are set",
                 )
             ],
         ),

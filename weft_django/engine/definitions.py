@@ -9,7 +9,8 @@ app's ``workflows.py`` is imported at start-up (``autodiscover``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -45,13 +46,32 @@ class WorkflowDefinition:
 
 
 @dataclass
-class _Registry:
+class WorkflowRegistry:
+    """The names of this process's workflows and activities (one lock guards both)."""
+
     workflows: dict[str, WorkflowDefinition] = field(default_factory=dict)
     activities: dict[str, ActivityDefinition] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @contextmanager
+    def swapped(self, name: str, fn: Callable[..., Any]) -> Iterator[None]:
+        """Run ``fn`` as the registered workflow ``name`` inside the block, as a
+        deploy of new code would (tests of determinism and ``patched``)."""
+        with self.lock:
+            if name not in self.workflows:
+                raise UnknownWorkflowType(name)
+            before = self.workflows[name]
+            self.workflows[name] = WorkflowDefinition(name, fn)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.workflows[name] = before
 
-_registry = _Registry()
+
+registry = WorkflowRegistry()
+"""The default registry, filled by ``@workflow`` and ``@activity``."""
+_registry = registry
 
 
 def workflow(name: str | None = None) -> Callable[[F], F]:

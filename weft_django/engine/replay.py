@@ -12,7 +12,8 @@ open. The engine acts on them and feeds each new event back with
 access refused — so ``client.query`` can replay read-only anywhere.
 
 ``Replay`` is the ``WorkflowRuntime`` that ``ctx`` declares: this module
-imports the context, never the reverse.
+imports the context, never the reverse. Slightly over 400 lines: one state
+machine with its event and outcome types, read as one.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ waiting. ``--json`` prints the same as one JSON document (for scripts).
 due timers lag more than ``--max-lag`` seconds (timers that stay due mean
 nobody is driving the workflows that own them).
 
-The numbers come from ``weft_django.cluster``, the same code the admin and
+The numbers come from ``weft_django.inspection``, the same code the admin and
 the Prometheus collector use, so a probe and a dashboard never disagree.
 """
 
