@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.db import connections
 
 from weft_django.engine import Engine
+from weft_django.engine.records import add_counters
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 from weft_django.transports.celery.identity import NodeIdentity, identity
 from weft_django.transports.celery.pool import state as pool_state
-from weft_django.transports.celery.records import add_to_engine_record, subtract
 from weft_django.transports.celery.scheduling import MessageScheduler, build_engine
 from weft_django.transports.celery.timers import dispatch_timers
 from weft_django.transports.celery.turn_marks import find_stranded, pool_pids
@@ -76,10 +76,10 @@ class NodeEngine(Engine):
 
     def heartbeat(self) -> None:
         snapshot = self.metrics.snapshot()
-        add_to_engine_record(
+        add_counters(
             self.settings.database,
             self.engine_id,
-            subtract(snapshot, self._flushed),
+            snapshot - self._flushed,
             active_claims=snapshot.active_claims,
             heartbeat_at=self.now_ms(),
         )

@@ -24,11 +24,12 @@ from django.db.models import Min
 
 from weft_django.clock import wall_ms
 from weft_django.engine.db_connections import mark_engine_thread
+from weft_django.engine.records import add_counters
 from weft_django.models import Timer, WorkflowRun
 from weft_django.ownership.guard import decide_wake, record_wake
+from weft_django.ownership.metrics import ClaimMetricsSnapshot
 from weft_django.transports.celery.identity import NodeIdentity, identity
 from weft_django.transports.celery.messages import DriveMessage, send_drive
-from weft_django.transports.celery.records import add_to_engine_record, counters, is_zero
 from weft_django.transports.celery.scheduling import MessageScheduler, build_engine
 from weft_django.transports.celery.timers import after_turn
 from weft_django.transports.celery.turn_marks import (
@@ -120,11 +121,11 @@ def _end_task(engine: Engine) -> None:
         for wid in registry.tracked():
             registry.forget(wid)  # the node renews; the next message adopts afresh
     engine.parked_commands.clear()
-    delta = counters(engine.metrics.snapshot())
-    if is_zero(delta):
+    delta = engine.metrics.snapshot() - ClaimMetricsSnapshot()  # the counters, no gauge
+    if delta.is_zero():
         return
     try:
-        add_to_engine_record(engine.settings.database, engine.engine_id, delta)
+        add_counters(engine.settings.database, engine.engine_id, delta)
     except Exception:
         logger.warning("could not add pool counters to engine %s", engine.engine_id, exc_info=True)
         return
