@@ -23,7 +23,6 @@ import re
 import signal
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,10 +41,6 @@ REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 BROKERS = {"redis": REDIS_URL, "amqp": AMQP_URL}
 HANG_TIMEOUT_S = 30.0  # hang protection only
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from weft_django.clock import wall_ms
+
 if TYPE_CHECKING:
     from tests.chaos.harness import Cluster, Slot
 
@@ -56,10 +58,6 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
 DISABLING: frozenset[str] = frozenset({"kill", "stop", "partition"})
 #: Faults that may interrupt a turn between an activity and its journal entry.
 DISRUPTIVE: frozenset[str] = frozenset({"kill", "stop", "partition", "terminate"})
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)
