@@ -23,7 +23,7 @@ from weft_django.engine.host import TurnHost
 from weft_django.engine.replay import Event, Failed, Finished, Leaf, Replay
 from weft_django.engine.store import RunInbox, journal_write
 from weft_django.errors import EngineDeposedError
-from weft_django.models import Timer, WorkflowRun
+from weft_django.models import DRIVABLE_STATUSES, Timer, WorkflowRun
 from weft_django.ownership.batch import (
     BatchResult,
     Condition,
@@ -37,9 +37,8 @@ from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.fold import ClaimFold
 from weft_django.warnings import warn_claim_lost
 
-DRIVABLE_STATUSES: frozenset[str] = frozenset({"running", "parked"})
-"""The statuses a turn may write under: any other means the run was stopped
-(cancelled, suspended, purged) under the turn."""
+# The statuses a turn may write under (``models.DRIVABLE_STATUSES``): any
+# other means the run was stopped (cancelled, suspended, purged) under the turn.
 
 OnLostRace = Literal["raise", "return"]
 

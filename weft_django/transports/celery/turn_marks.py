@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from weft_django.models import WorkflowClaim, WorkflowRun
+from weft_django.models import DRIVABLE_STATUSES, WorkflowClaim, WorkflowRun
 
 if TYPE_CHECKING:
     from weft_django.engine import Engine
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("weft_django.transports.celery")
 
-DRIVABLE_STATUSES = ("running", "parked")
 BATCH = 100
 
 TakeOutcome = Literal["ok", "busy", "gone"]
