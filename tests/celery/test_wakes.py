@@ -32,9 +32,9 @@ from tests.celery.conftest import (
     percentile,
     wait_for,
     wakes,
-    wall_ms,
 )
 from weft_django import client
+from weft_django.clock import wall_ms
 from weft_django.models import (
     ClaimEvent,
     EngineRecord,
