@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 from weft_django.conf import mark_process_transport
 from weft_django.engine.wakes import backends
-from weft_django.transports import wake_hooks
 from weft_django.transports.celery.bootstep import WeftNodeStep, connect_signals
 from weft_django.transports.celery.fixup import keep_connections_for_weft_tasks
 from weft_django.transports.celery.messages import (
@@ -52,7 +51,7 @@ from weft_django.transports.celery.messages import (
     installed,
     send,
 )
-from weft_django.transports.celery.routing import CeleryWakeBackend, route_wake
+from weft_django.transports.celery.routing import CeleryWakeBackend
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -83,7 +82,6 @@ def install(app: Celery, *, queue: str = DEFAULT_QUEUE) -> Celery:
         installation.current = Installed(app, queue)
     mark_process_transport("celery")
     backends.install(CeleryWakeBackend())
-    wake_hooks.register(_from_wake_hook)
     return app
 
 
@@ -92,17 +90,7 @@ def uninstall() -> None:
     with _lock:
         installation.current = None
     backends.uninstall(CeleryWakeBackend)
-    wake_hooks.unregister(_from_wake_hook)
     mark_process_transport(None)
-
-
-def _from_wake_hook(request: wake_hooks.WakeRequest) -> None:
-    # Interim: the runtime still fires ``wake_hooks`` until it calls ``announce``.
-    from weft_django.engine.wakes import Wake
-
-    route_wake(
-        Wake(request.event, request.run_id, request.using, request.workflow_id, request.start_at)
-    )
 
 
 def _register_tasks(app: Celery) -> None:
