@@ -44,8 +44,9 @@ class ActivityInfo:
     ``epoch``: the claim epoch the running engine holds for the workflow.
     ``idempotency_key``: ``"<workflow_id>:<position>"``, the same across
     attempts and owners -- the key to hand to outside services.
-    ``deadline``: when this attempt times out (aware, UTC), ``None``
-    without an activity ``timeout``.
+    ``deadline``: when this attempt times out (aware, UTC, on the engine
+    clock: the wall clock unless a test injected one), ``None`` without an
+    activity ``timeout``.
     """
 
     workflow_id: str
