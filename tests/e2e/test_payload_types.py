@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import sys
+import types
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -198,3 +200,28 @@ def test_pydantic_models_use_model_dump_json_mode():
     assert to_json_value(cart) == cart.model_dump(mode="json")
     assert normalize("x", {"cart": cart}) == {"cart": cart.model_dump(mode="json")}
     assert json_copy(Item("a", 1)) == {"sku": "a", "qty": 1}
+
+
+@pytest.mark.skipif(pydantic_installed, reason="the real pydantic test runs instead")
+def test_the_pydantic_path_with_a_stand_in_module(monkeypatch):
+    """pydantic is absent here: a stand-in ``pydantic`` module exercises the
+    detection (an instance of ``sys.modules["pydantic"].BaseModel`` is dumped
+    with ``model_dump(mode="json")``; a v1-style model without it is not)."""
+
+    calls: list[str] = []
+
+    class BaseModel:
+        def model_dump(self, *, mode: str) -> dict:
+            calls.append(mode)
+            return {"dumped": True}
+
+    class V1Model:
+        pass
+
+    fake = types.ModuleType("pydantic")
+    fake.BaseModel = BaseModel  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pydantic", fake)
+    assert normalize("x", {"m": BaseModel()}) == {"m": {"dumped": True}}
+    assert calls == ["json"]
+    with pytest.raises(PayloadError, match="V1Model"):
+        dumps("x", V1Model())
