@@ -15,10 +15,14 @@ _LAZY = {
     "workflow": ("weft_django.engine.definitions", "workflow"),
     "activity": ("weft_django.engine.definitions", "activity"),
     "client": ("weft_django.engine.client", None),
+    "activity_info": ("weft_django.engine.activity_context", "activity_info"),
+    "ActivityInfo": ("weft_django.engine.activity_context", "ActivityInfo"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from weft_django.engine import client as client
+    from weft_django.engine.activity_context import ActivityInfo as ActivityInfo
+    from weft_django.engine.activity_context import activity_info as activity_info
     from weft_django.engine.definitions import activity as activity
     from weft_django.engine.definitions import workflow as workflow
 
@@ -34,4 +38,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["__version__", "activity", "client", "workflow"]
+__all__ = ["ActivityInfo", "__version__", "activity", "activity_info", "client", "workflow"]

@@ -4,11 +4,14 @@ Why on its own: a timed-out activity must not hold the turn (and its claim)
 hostage. With a timeout the function runs on its own daemon thread, the turn
 waits at most ``timeout_ms`` and then abandons it -- the activity's late
 result is never journaled, its database connections are closed by that
-thread when it does end.
+thread when it does end. The thread runs in a copy of the caller's
+``contextvars`` context, so ``activity_info()`` (``engine.activity_context``)
+answers there as it does inline.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +48,10 @@ def run_activity(
         finally:
             connections.close_all()
 
-    thread = threading.Thread(target=target, name=f"weft-activity:{definition.name}", daemon=True)
+    context = contextvars.copy_context()
+    thread = threading.Thread(
+        target=context.run, args=(target,), name=f"weft-activity:{definition.name}", daemon=True
+    )
     thread.start()
     thread.join(definition.timeout_ms / 1000)
     if thread.is_alive():

@@ -6,6 +6,9 @@ workflow generator passes the JSON round trip first, so a ``datetime`` is the
 same string live and on replay. NaN, ±Infinity, ``\\u0000``, lone surrogates,
 nesting deeper than ``MAX_DEPTH`` and payloads over ``MAX_PAYLOAD_BYTES``
 are refused at the call site with a ``PayloadError`` naming what was wrong.
+Dataclasses and pydantic models are first turned into their plain JSON value
+(``payload_types.to_json_value``), so they are checked and sized like any
+other value.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from weft_django.engine.payload_types import to_json_value
 from weft_django.errors import PayloadError
 
 MAX_DEPTH = 100
@@ -51,6 +55,7 @@ def _check_tree(what: str, value: Any, depth: int) -> None:
 def dumps(what: str, value: Any, max_bytes: int | None = None) -> str:
     """Encode ``value`` as canonical JSON text or raise ``PayloadError``."""
     try:
+        value = to_json_value(value)
         _check_tree(what, value, 0)
     except RecursionError:
         raise PayloadError(what, f"nests deeper than {MAX_DEPTH} levels") from None

@@ -5,7 +5,8 @@ every time. ORM work would read state that changed since the first run, so
 the body runs with every connection's queries refused
 (``database_refused``); every value sent into the generator takes the JSON
 round trip first (``json_copy``), so a ``datetime`` is the same string live
-and on replay.
+and on replay (and a dataclass or pydantic model the same plain ``dict``:
+``payload_types``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
+
+from weft_django.engine.payload_types import to_json_value
 
 
 class WorkflowDatabaseAccessError(RuntimeError):
@@ -41,7 +44,7 @@ def database_refused() -> Iterator[None]:
 
 def json_copy(value: Any) -> Any:
     """The JSON round trip every value takes before it enters the generator."""
-    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+    return json.loads(json.dumps(to_json_value(value), cls=DjangoJSONEncoder))
 
 
 __all__ = ["WorkflowDatabaseAccessError", "database_refused", "json_copy"]

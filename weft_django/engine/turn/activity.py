@@ -4,7 +4,9 @@ Why this order: user code never runs inside a transaction or under a row
 lock. The attempt runs first (on the engine's activity runner), then its
 result -- or a retry timer with backoff -- is committed in one fenced batch.
 An attempt is not started when this engine already knows its claim is gone:
-its result could never be recorded.
+its result could never be recorded. The attempt runs inside an
+``activity_scope``: the function's ``activity_info()`` is built here, where
+the run, the position, the attempt number and the epoch are known.
 """
 
 from __future__ import annotations
@@ -12,6 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from weft_django.engine.activity_context import (
+    ActivityInfo,
+    activity_scope,
+    deadline_from_ms,
+    idempotency_key,
+)
 from weft_django.engine.commands import RunActivity
 from weft_django.engine.definitions import get_activity
 from weft_django.engine.payload import normalize
@@ -65,7 +73,8 @@ def attempt(
         return turn.settle(leaf, error=ActivityError(name, str(exc), kind="non_retryable"))
     turn.still_owner()
     host = turn.host
-    outcome = host.run_activity(definition, args, kwargs)
+    with activity_scope(_info(turn, leaf, number, definition.timeout_ms)):
+        outcome = host.run_activity(definition, args, kwargs)
     if outcome.ok:
         try:
             value = normalize(f"result of activity {name!r}", outcome.value)
@@ -121,6 +130,21 @@ def attempt(
         run_values={"wake_at": fire_at},
     )
     return True
+
+
+def _info(turn: TurnState, leaf: Leaf, number: int, timeout_ms: int | None) -> ActivityInfo:
+    host = turn.host
+    workflow_id = turn.run.workflow_id
+    deadline_ms = host.now_ms() + timeout_ms if timeout_ms is not None else None
+    return ActivityInfo(
+        workflow_id=workflow_id,
+        run_id=str(turn.run.pk),
+        position=leaf.id,
+        attempt=number,
+        epoch=host.epoch_for(workflow_id),
+        idempotency_key=idempotency_key(workflow_id, leaf.id),
+        deadline=deadline_from_ms(deadline_ms),
+    )
 
 
 __all__ = ["OnSuccess", "attempt", "run_activity"]
