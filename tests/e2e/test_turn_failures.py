@@ -141,3 +141,57 @@ def test_resume_of_a_run_suspended_by_failing_turns_works_and_resets(weft_env, m
     run = latest("tf-resume")
     assert (run.status, run.result) == ("completed", 5)
     assert len(attempts) == limit + 1
+
+
+@workflow(name="tf-waiter")
+def tf_waiter(ctx, data):
+    got = yield ctx.wait_for_signal("go")
+    return (yield ctx.run(tf_one, got))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_woken_parked_run_whose_turn_raises_backs_off_too(weft_env, monkeypatch):
+    client.start("tf-waiter", None, workflow_id="tf-waiter")
+    weft_env.run_until_idle()
+    assert latest("tf-waiter").status == "parked"
+    attempts = _count_turns(monkeypatch, fail_first=1)
+    client.signal("tf-waiter", "go", 9)
+    weft_env.run_until_idle()
+    run = latest("tf-waiter")
+    assert (run.status, run.turn_failures, len(attempts)) == ("parked", 1, 1)
+    assert weft_env.run_until_idle() == 0  # the wake waits out the backoff
+    weft_env.clock.advance_ms(turn_failures.retry_delay_ms(1))
+    weft_env.run_until_idle()
+    run = latest("tf-waiter")
+    assert (run.status, run.result, run.turn_failures, len(attempts)) == ("completed", 9, 0, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_engine_without_the_claim_records_nothing(weft_env, monkeypatch):
+    from weft_django.engine import Engine
+
+    _count_turns(monkeypatch, fail_first=1)
+    client.start("tf-plain", 1, workflow_id="tf-fenced")
+    weft_env.run_until_idle()
+    before = latest("tf-fenced")
+    other = Engine(clock=weft_env.clock, background_tasks="manual")
+    try:
+        outcome = turn_failures.record_turn_failure(other, before.pk, RuntimeError("x"))
+    finally:
+        other.dispose(grace=0)
+    after = latest("tf-fenced")
+    assert outcome.outcome == "lost"
+    assert (after.version, after.turn_failures, after.turn_retry_at) == (
+        before.version,
+        before.turn_failures,
+        before.turn_retry_at,
+    )
+
+
+def test_the_backoff_doubles_up_to_its_cap_and_refuses_a_bad_count():
+    delays = [turn_failures.retry_delay_ms(n) for n in range(1, 9)]
+    assert delays == [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]
+    assert turn_failures.retry_delay_ms(10_000) == turn_failures.MAX_RETRY_DELAY_MS
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match=repr(bad)):
+            turn_failures.retry_delay_ms(bad)
