@@ -195,3 +195,21 @@ def test_the_backoff_doubles_up_to_its_cap_and_refuses_a_bad_count():
     for bad in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match=repr(bad)):
             turn_failures.retry_delay_ms(bad)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_when_suspending_fails_too_the_run_still_backs_off(weft_env, monkeypatch):
+    """The bug may be in the suspending path: no hot loop either way."""
+    _count_turns(monkeypatch, fail_first=100)
+    weft_env.engine.settings = weft_env.engine.settings.with_overrides(turn_max_failures=1)
+
+    def broken_suspend(*args, **kwargs):
+        raise RuntimeError("suspend is broken too")
+
+    monkeypatch.setattr(turn_failures, "_suspend", broken_suspend)
+    client.start("tf-plain", 1, workflow_id="tf-broken-suspend")
+    weft_env.run_until_idle()
+    run = latest("tf-broken-suspend")
+    assert (run.status, run.turn_failures) == ("running", 1)
+    assert run.turn_retry_at == weft_env.clock() + turn_failures.retry_delay_ms(1)
+    assert weft_env.run_until_idle() == 0

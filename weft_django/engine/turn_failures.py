@@ -100,7 +100,16 @@ def _record(host: TurnHost, run_id: Any, exc: BaseException) -> TurnFailure:
     limit = host.settings.turn_max_failures
     try:
         if failures >= limit:
-            return _suspend(host, run, exc, failures)
+            try:
+                return _suspend(host, run, exc, failures)
+            except (EngineDeposedError, TurnAborted):
+                raise
+            except Exception:
+                # The bug may sit in the suspending path itself: back off
+                # (at most ``MAX_RETRY_DELAY_MS`` apart) rather than re-drive
+                # the run every pass; the next failure tries to suspend again.
+                logger.exception("could not suspend %s; backing off instead", run.workflow_id)
+                run.refresh_from_db(using=db)
         return _back_off(host, run, exc, failures)
     except (EngineDeposedError, TurnAborted):
         logger.warning(
