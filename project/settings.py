@@ -97,6 +97,9 @@ if os.environ.get("WEFT_OWNERSHIP"):
 for _key in ("CLAIM_TTL", "CLAIM_RENEW_INTERVAL", "CELERY_ETA_HORIZON"):
     if os.environ.get(f"WEFT_{_key}"):
         WEFT[_key] = float(os.environ[f"WEFT_{_key}"])
+# The failed-turn bound from the environment (the Celery turn-failure test).
+if os.environ.get("WEFT_TURN_MAX_FAILURES"):
+    WEFT["TURN_MAX_FAILURES"] = int(os.environ["WEFT_TURN_MAX_FAILURES"])
 
 LOGGING = {
     "version": 1,

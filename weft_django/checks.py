@@ -13,6 +13,7 @@ weft.E016  settings.WEFT is not a dict   weft.E017  TRANSPORT disagrees with ins
 weft.E018  not a positive integer        weft.E019  API_PERMISSION_CLASSES not dotted paths
 weft.E020  DATABASE not an alias         weft.E021  WAKE_BACKENDS not dotted paths
 weft.E022  PROMETHEUS_COLLECTOR not a bool
+weft.E023  TURN_MAX_FAILURES not an integer >= 1
 weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
 
 The settings rules live in ``conf`` and the database capability rule in

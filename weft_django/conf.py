@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
     "WAKE_BACKENDS": ("weft_django.transports.notify.NotifyBackend",),
     "PROMETHEUS_COLLECTOR": None,
+    "TURN_MAX_FAILURES": 5,
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -81,6 +82,7 @@ CHECK_IDS: Final[dict[str, str]] = {
     "bad-database-alias": "weft.E020",
     "bad-wake-backends": "weft.E021",
     "bad-prometheus-collector": "weft.E022",
+    "bad-turn-max-failures": "weft.E023",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -103,6 +105,8 @@ DESCRIPTIONS: dict[str, str] = {
     "WAKE_BACKENDS": "dotted paths of the wake backends (WakeBackend subclasses) to install",
     "PROMETHEUS_COLLECTOR": "register the cluster collector with prometheus_client "
     "(None: when django_prometheus is installed)",
+    "TURN_MAX_FAILURES": "turns in a row that may raise out of the engine (retried with "
+    "backoff) before the run is suspended with the error",
 }
 
 
@@ -141,6 +145,7 @@ class WeftSettings:
     wake_backends: tuple[str, ...] = tuple(DEFAULTS["WAKE_BACKENDS"])
     #: ``None``: decide by whether ``django_prometheus`` is installed.
     prometheus_collector: bool | None = DEFAULTS["PROMETHEUS_COLLECTOR"]
+    turn_max_failures: int = DEFAULTS["TURN_MAX_FAILURES"]
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -327,6 +332,18 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
     if collector is None:
         collector = legacy_prometheus_collector()
 
+    # At least one attempt: 0 would suspend a run before its first turn ran.
+    max_failures = merged["TURN_MAX_FAILURES"]
+    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1:
+        problems.append(
+            SettingsProblem(
+                CHECK_IDS["bad-turn-max-failures"],
+                "WEFT['TURN_MAX_FAILURES'] must be an integer of at least 1 (the turns that "
+                f"may raise before the run is suspended), got {max_failures!r}",
+            )
+        )
+        max_failures = DEFAULTS["TURN_MAX_FAILURES"]
+
     settings = WeftSettings(
         ownership=cast(OwnershipMode, ownership),
         claim_ttl_ms=durations["CLAIM_TTL"],
@@ -345,6 +362,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         database=database,
         wake_backends=tuple(backends),
         prometheus_collector=collector,
+        turn_max_failures=max_failures,
         raw=dict(user),
     )
     return settings, problems

@@ -189,6 +189,14 @@ class WorkflowRun(models.Model):
     parked_seq = models.BigIntegerField(default=0)
     turn_started_at = models.BigIntegerField(null=True, blank=True)
     turn_pid = models.IntegerField(null=True, blank=True)
+    # Turns in a row that raised out of the engine (``engine.turn_failures``):
+    # the run is not driven again before ``turn_retry_at`` (engine clock, ms);
+    # at ``WEFT["TURN_MAX_FAILURES"]`` it is suspended with the error. Reset
+    # by a turn that ends normally and by resume/retry.
+    turn_failures = models.IntegerField(default=0)
+    turn_retry_at = models.BigIntegerField(
+        null=True, blank=True, help_text="no turn before this, ms (a failed turn's backoff)"
+    )
     suspended_reason = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -99,6 +99,17 @@ def held_claims_q() -> Q:
     return Q(engine_id__isnull=False) & ~Q(engine_id="")
 
 
+def out_of_backoff_q(now_ms: int) -> Q:
+    """No failed turn's backoff pending at ``now_ms`` (``engine.turn_failures``):
+    the runs the maintenance pass and the Celery stranded finder may drive."""
+    return Q(turn_retry_at__isnull=True) | Q(turn_retry_at__lte=now_ms)
+
+
+def in_backoff(turn_retry_at: int | None, now_ms: int) -> bool:
+    """The Python twin of ``out_of_backoff_q``, negated (``Engine.drive``'s check)."""
+    return turn_retry_at is not None and turn_retry_at > now_ms
+
+
 def alive_engines_q(now_ms: int, window_ms: int) -> Q:
     """Not stopped, and the heartbeat is within ``window_ms`` of ``now_ms``."""
     return Q(stopped_at__isnull=True, heartbeat_at__gte=now_ms - window_ms)
@@ -126,6 +137,10 @@ class WorkflowRunQuerySet(models.QuerySet):
 
     def terminal(self) -> WorkflowRunQuerySet:
         return self.filter(status__in=TERMINAL_STATUSES)
+
+    def out_of_backoff(self, now_ms: int) -> WorkflowRunQuerySet:
+        """Runs not waiting out a failed turn's backoff (``out_of_backoff_q``)."""
+        return self.filter(out_of_backoff_q(now_ms))
 
     def with_claim(self) -> WorkflowRunQuerySet:
         """Annotate the claim of each run's workflow id (``claim_engine_id``,
@@ -249,4 +264,6 @@ __all__ = [
     "alive_window_ms",
     "expired_claims_q",
     "held_claims_q",
+    "in_backoff",
+    "out_of_backoff_q",
 ]

@@ -61,3 +61,11 @@ def celery_waiter(ctx: Any, data: dict[str, Any]) -> Any:
 def celery_sleeper(ctx: Any, data: dict[str, Any]) -> Any:
     yield ctx.sleep(float(data["seconds"]))
     return (yield ctx.run(celery_step, f"{data['id']}:woke"))
+
+
+@workflow(name="celery-nested-all")
+def celery_nested_all(ctx: Any, data: dict[str, Any]) -> Any:
+    """``ctx.all`` inside ``ctx.all``: today's replay refuses the inner group
+    with a ``TypeError`` that escapes the turn (no workflow failure)."""
+    key = data["id"]
+    return (yield ctx.all(ctx.run(celery_step, f"{key}:a"), ctx.all(ctx.run(celery_step, key))))

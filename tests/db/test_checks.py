@@ -2,7 +2,7 @@
 
 Invariant protected: every misconfiguration the spec names is reported by
 ``manage.py check`` under its stable id, one per kind of problem (weft.E001-E008
-and E016-E022 for the settings, E010-E015 for the database and transport), with
+and E016-E023 for the settings, E010-E015 for the database and transport), with
 a message naming the key and value -- and running the checks never opens a
 database query.
 """

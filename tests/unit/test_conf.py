@@ -196,6 +196,11 @@ def test_unknown_key_is_e007_naming_it() -> None:
         ("WAKE_BACKENDS", None, "weft.E021"),
         ("PROMETHEUS_COLLECTOR", "yes", "weft.E022"),
         ("PROMETHEUS_COLLECTOR", 1, "weft.E022"),
+        ("TURN_MAX_FAILURES", 0, "weft.E023"),
+        ("TURN_MAX_FAILURES", -3, "weft.E023"),
+        ("TURN_MAX_FAILURES", True, "weft.E023"),
+        ("TURN_MAX_FAILURES", 2.5, "weft.E023"),
+        ("TURN_MAX_FAILURES", "5", "weft.E023"),
     ],
 )
 def test_each_kind_of_bad_value_has_its_own_id_naming_the_key(
@@ -306,3 +311,11 @@ def test_engine_overrides_use_lower_case_keys_and_are_validated() -> None:
 
 def test_every_default_key_is_a_known_setting() -> None:
     assert build_settings(dict(DEFAULTS))[1] == []
+
+
+def test_turn_max_failures_defaults_to_five_and_accepts_one() -> None:
+    assert build_settings({})[0].turn_max_failures == 5
+    settings, problems = build_settings({"TURN_MAX_FAILURES": 1})
+    assert (settings.turn_max_failures, problems) == (1, [])
+    [problem] = build_settings({"TURN_MAX_FAILURES": 0})[1]
+    assert "got 0" in problem.message

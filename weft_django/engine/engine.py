@@ -42,6 +42,7 @@ from weft_django.ownership.guard import confirm_wake_ownership
 from weft_django.ownership.lease import GlobalLeaseManager
 from weft_django.ownership.metrics import ClaimMetrics
 from weft_django.ownership.registry import ClaimRegistry
+from weft_django.querysets import in_backoff
 from weft_django.vocab import WakeKind, WakeTransport
 
 logger = logging.getLogger("weft_django.engine")
@@ -258,6 +259,10 @@ class Engine:
         if run is None or run.status not in DRIVABLE_STATUSES:
             return None
         if self.halted:
+            return None
+        if in_backoff(run.turn_retry_at, self.now_ms()):
+            # A failed turn's backoff (``engine.turn_failures``): whatever woke
+            # the run, the retry at ``turn_retry_at`` sees it.
             return None
         if wake_kind is not None:
             decision = confirm_wake_ownership(

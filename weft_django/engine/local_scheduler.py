@@ -22,6 +22,7 @@ from django.db import connections
 from weft_django.engine.db_connections import mark_engine_thread, refresh_connections
 from weft_django.engine.host import TurnHost
 from weft_django.engine.scheduler import TurnScheduler
+from weft_django.engine.turn_failures import record_turn_failure
 from weft_django.vocab import WakeKind, WakeTransport
 
 logger = logging.getLogger("weft_django.engine")
@@ -166,9 +167,10 @@ class LocalScheduler(TurnScheduler):
         try:
             refresh_connections()
             self.engine.drive(run_id, wake_kind, transport=transport)
-        except Exception:
-            logger.exception("turn of run %s failed; it will be retried", run_id)
+        except Exception as exc:
             connections[self.engine.settings.database].close_if_unusable_or_obsolete()
+            # Counted, backed off, suspended at the bound (logs the traceback).
+            record_turn_failure(self.engine, run_id, exc)
         finally:
             with self._lock:
                 self._inflight.discard(run_id)

@@ -33,6 +33,7 @@ from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.batch import RunCondition, Update
 from weft_django.ownership.fold import commit_enabling_write
 from weft_django.ownership.registry import takeover_with_retries
+from weft_django.querysets import out_of_backoff_q
 from weft_django.vocab import TIMER_WAKE_KIND, timer_wake_kind
 
 logger = logging.getLogger("weft_django.engine")
@@ -88,6 +89,10 @@ class Maintenance:
         if owned is None:
             return found
         now = engine.now_ms()
+        # A run waiting out a failed turn's backoff is not driven before its
+        # ``turn_retry_at`` (``engine.turn_failures``): no timer, wake or
+        # re-drive of it now, so a turn that keeps raising is no hot loop.
+        owned = owned.filter(out_of_backoff_q(now))
         seen: set[str] = set()
         handed_over = engine.scheduler.dispatch_timers(owned, now)
         if handed_over is not None:

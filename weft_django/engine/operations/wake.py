@@ -53,6 +53,9 @@ def _reactivate(
             "version": F("version") + 1,
             "wake_seq": F("wake_seq") + 1,
             "suspended_reason": "",
+            # A fresh start: the failed-turn bound counts again from zero.
+            "turn_failures": 0,
+            "turn_retry_at": None,
             **extra,
         }
         writes: list[Write] = [Update(WorkflowRun, {"pk": run.pk}, values)]

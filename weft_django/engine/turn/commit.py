@@ -86,6 +86,17 @@ class TurnState:
         """
         return self.inbox.__dict__.get("timers") if self.inbox is not None else None
 
+    def failures_cleared(self) -> dict[str, Any]:
+        """The run values that reset the failed-turn counter (``engine.turn_failures``).
+
+        Written by the commit that ends a turn normally (park, end), and only
+        when something is there to reset: a run that never failed a turn
+        writes no extra column.
+        """
+        if self.run.turn_failures == 0 and self.run.turn_retry_at is None:
+            return {}
+        return {"turn_failures": 0, "turn_retry_at": None}
+
     def still_owner(self) -> None:
         """Before a step runs: stop if this engine already knows the claim is lost.
 

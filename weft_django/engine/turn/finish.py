@@ -34,10 +34,22 @@ EndStatus = Literal["completed", "failed", "suspended"]
 
 
 def stop(
-    turn: TurnState, status: EndStatus, *, result: Any = None, error: Any = None, release: bool
+    turn: TurnState,
+    status: EndStatus,
+    *,
+    result: Any = None,
+    error: Any = None,
+    release: bool,
+    reason: str | None = None,
+    extra_values: dict[str, Any] | None = None,
 ) -> EndStatus:
     """Commit the run's end; returns the status stored (a result that is not
-    a valid payload fails the run instead of completing it)."""
+    a valid payload fails the run instead of completing it).
+
+    ``reason``: the ``suspended_reason`` (default: the error's message).
+    ``extra_values``: more run columns for the same write (they win over the
+    reset of the failed-turn counter a normal end does).
+    """
     host = turn.host
     run = turn.run
     wid = run.workflow_id
@@ -51,8 +63,11 @@ def stop(
     if status != "suspended":
         writes.extend(bump_parent(run))
     values: dict[str, Any] = {"status": status, "result": stored, "error": error, "wake_at": None}
+    values.update(turn.failures_cleared())
+    values.update(extra_values or {})
     if status == "suspended":
-        values["suspended_reason"] = str((error or {}).get("message", ""))[:2000]
+        default_reason = str((error or {}).get("message", ""))
+        values["suspended_reason"] = (default_reason if reason is None else reason)[:2000]
     else:
         values["finished_at"] = timezone.now()
     registry = host.registry

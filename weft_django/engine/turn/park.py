@@ -115,7 +115,12 @@ def park(turn: TurnState, open_leaves: list[Leaf], inbox: RunInbox) -> bool:
     result = turn.commit(
         plan.writes,
         conditions=[RunCondition(turn.run.pk, wake_seq=turn.wake_seq, label="wake-seq")],
-        run_values={"status": "parked", "parked_seq": turn.wake_seq, "wake_at": plan.wake_at},
+        run_values={
+            "status": "parked",
+            "parked_seq": turn.wake_seq,
+            "wake_at": plan.wake_at,
+            **turn.failures_cleared(),
+        },
         on_lost_race="return",
     )
     if result.committed:

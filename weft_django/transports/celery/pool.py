@@ -25,6 +25,7 @@ from django.db.models import Min
 from weft_django.clock import wall_ms
 from weft_django.engine.db_connections import mark_engine_thread
 from weft_django.engine.records import add_counters
+from weft_django.engine.turn_failures import record_turn_failure
 from weft_django.models import Timer, WorkflowRun
 from weft_django.ownership.guard import decide_wake, record_wake
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
@@ -275,7 +276,11 @@ def _wake(
         record_wake(engine, kind, "proceed", channel)
         _log_wake("proceed", run_id, wid, kind, channel, due_ms, "")
         # The guard ran above (and adopted the claim): drive without a second one.
-        left = engine.drive(run_id, None)
+        try:
+            left = engine.drive(run_id, None)
+        except Exception as exc:
+            record_turn_failure(engine, run_id, exc)  # the one runtime answer
+            return "turn-failed"
         after_turn(engine, wid, node_name=ident.node_name)
         return left or "driven"
     finally:
@@ -309,7 +314,11 @@ def run_pickup(run_id: str, *, due_ms: int | None = None, **_: Any) -> str:
             if not restamp_pickup(engine, run.pk):
                 return "busy"
             _log_wake("pickup", key, run.workflow_id, "-", "celery", due_ms, "")
-            left = engine.drive(run.pk, None)
+            try:
+                left = engine.drive(run.pk, None)
+            except Exception as exc:
+                record_turn_failure(engine, run.pk, exc)  # the one runtime answer
+                return "turn-failed"
             after_turn(engine, run.workflow_id, node_name=ident.node_name)
             return left or "driven"
         finally:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from weft_django.models import DRIVABLE_STATUSES, WorkflowClaim, WorkflowRun
+from weft_django.querysets import out_of_backoff_q
 
 if TYPE_CHECKING:
     from weft_django.engine import Engine
@@ -224,6 +225,7 @@ def find_stranded(
     claims = WorkflowClaim.objects.using(using).filter(workflow_id=OuterRef("workflow_id"))
     rows = (
         owned.filter(status="running")
+        .filter(out_of_backoff_q(now))  # a failed turn's backoff (engine.turn_failures)
         .annotate(c_claimed=Subquery(claims.values("claimed_at")[:1]))
         .values_list("pk", "turn_pid", "turn_started_at", "c_claimed")[:BATCH]
     )
