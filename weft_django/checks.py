@@ -41,15 +41,8 @@ def check_weft_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
         checks.Error(p.message, hint=p.hint, id=p.id) for p in problems
     ]
     messages.extend(check_database(weft.database, weft.ownership))
-    if weft.ownership == "none" and weft.transport == "celery":
-        messages.append(
-            checks.Error(
-                'WEFT["OWNERSHIP"] is "none" but the Celery transport is installed: '
-                "several worker nodes would drive the same workflows unfenced",
-                hint='Use "workflow-lease" (the default) with Celery.',
-                id="weft.E013",
-            )
-        )
+    if weft.transport == "celery":
+        messages.extend(check_celery_ownership(weft.ownership))
     if getattr(django_settings, LEGACY_PROMETHEUS_SETTING, None) is not None:
         messages.append(
             checks.Warning(
@@ -64,6 +57,21 @@ def check_weft_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
 def check_database(alias: str, ownership: str) -> list[checks.CheckMessage]:
     """Database capability checks for the alias weft uses (no connection opened)."""
     return store.capability_problems(alias, ownership)
+
+
+def check_celery_ownership(ownership: str) -> list[checks.CheckMessage]:
+    """``OWNERSHIP="none"`` with Celery (``weft.E013``): the one copy of the rule,
+    for ``manage.py check`` and for a worker refusing to start."""
+    if ownership != "none":
+        return []
+    return [
+        checks.Error(
+            'WEFT["OWNERSHIP"] is "none" but the Celery transport is installed: '
+            "several worker nodes would drive the same workflows unfenced",
+            hint='Use "workflow-lease" (the default) with Celery.',
+            id="weft.E013",
+        )
+    ]
 
 
 def check_celery_pool(pool: str) -> list[checks.CheckMessage]:

@@ -84,17 +84,13 @@ def prepare_node(worker: Any, *, queue: str) -> NodeIdentity:
         import django
 
         django.setup()
-    from weft_django.checks import check_celery_pool
+    from weft_django.checks import check_celery_ownership, check_celery_pool
 
     name = pool_name(worker.pool_cls)
     problems = [f"{m.id}: {m.msg}" for m in check_celery_pool(name)]
     settings = get_settings()  # ImproperlyConfigured names any bad WEFT key
-    if settings.ownership == "none":
-        problems.append(
-            'weft.E013: WEFT["OWNERSHIP"] is "none" but this is a Celery worker: several '
-            'nodes would drive the same workflows unfenced; use "workflow-lease"'
-        )
-    elif settings.ownership != "workflow-lease":
+    problems += [f"{m.id}: {m.msg} ({m.hint})" for m in check_celery_ownership(settings.ownership)]
+    if settings.ownership == "lease":
         problems.append(
             f'WEFT["OWNERSHIP"] is {settings.ownership!r}: a Celery node holds per-workflow '
             'claims; use "workflow-lease" (the default) with Celery'
