@@ -40,7 +40,7 @@ def _worker(index: int, url: str, commands: Any, results: Any) -> None:
     common.setup_django(url)
     from django.db import connections
 
-    from weft_django.engine.engine import wall_clock_ms
+    from weft_django.clock import wall_ms as wall_clock_ms
     from weft_django.models import WorkflowClaim
     from weft_django.ownership.registry import ClaimRegistry
 

@@ -71,7 +71,6 @@ class WorkflowRegistry:
 
 registry = WorkflowRegistry()
 """The default registry, filled by ``@workflow`` and ``@activity``."""
-_registry = registry
 
 
 def workflow(name: str | None = None) -> Callable[[F], F]:
@@ -80,13 +79,13 @@ def workflow(name: str | None = None) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
         wf_name = name or fn.__name__
         _check_name(wf_name, "workflow")
-        with _registry.lock:
-            existing = _registry.workflows.get(wf_name)
+        with registry.lock:
+            existing = registry.workflows.get(wf_name)
             if existing is not None and _qualname(existing.fn) != _qualname(fn):
                 raise ValueError(
                     f"workflow name {wf_name!r} is already registered by {_qualname(existing.fn)}"
                 )
-            _registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn)
+            registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn)
         fn.__weft_workflow__ = wf_name  # type: ignore[attr-defined]
         return fn
 
@@ -114,8 +113,8 @@ def activity(
         definition = ActivityDefinition(
             act_name, fn, retries, backoff_ms, timeout_ms, non_retryable_types
         )
-        with _registry.lock:
-            _registry.activities[act_name] = definition
+        with registry.lock:
+            registry.activities[act_name] = definition
         fn.__weft_activity__ = definition  # type: ignore[attr-defined]
         return fn
 
@@ -133,17 +132,17 @@ def _qualname(fn: Callable[..., Any]) -> str:
 
 def get_workflow(name: str) -> WorkflowDefinition:
     try:
-        return _registry.workflows[name]
+        return registry.workflows[name]
     except KeyError:
         raise UnknownWorkflowType(name) from None
 
 
 def has_workflow(name: str) -> bool:
-    return name in _registry.workflows
+    return name in registry.workflows
 
 
 def workflow_names() -> list[str]:
-    return sorted(_registry.workflows)
+    return sorted(registry.workflows)
 
 
 def activity_definition(target: Any) -> ActivityDefinition | None:
@@ -152,12 +151,12 @@ def activity_definition(target: Any) -> ActivityDefinition | None:
     if isinstance(definition, ActivityDefinition):
         return definition
     if isinstance(target, str):
-        return _registry.activities.get(target)
+        return registry.activities.get(target)
     return None
 
 
 def get_activity(name: str) -> ActivityDefinition:
-    definition = _registry.activities.get(name)
+    definition = registry.activities.get(name)
     if definition is None:
         raise LookupError(
             f"activity {name!r} is not registered in this process; is the module that "

@@ -47,10 +47,6 @@ from weft_django.vocab import WakeKind, WakeTransport
 
 logger = logging.getLogger("weft_django.engine")
 
-wall_clock_ms = wall_ms
-"""Moved to ``weft_django.clock.wall_ms``; kept for imports."""
-
-
 def new_engine_id() -> str:
     return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -337,4 +333,4 @@ class Engine:
         return self.scheduler.inflight
 
 
-__all__ = ["ActivityOutcome", "Engine", "new_engine_id", "wall_clock_ms"]
+__all__ = ["ActivityOutcome", "Engine", "new_engine_id"]
