@@ -18,21 +18,85 @@ positions, fixed by the workflow's code (a replay that disagrees raises
 another key. Pass it to outside services that deduplicate (a payment
 provider's idempotency key): at-least-once attempts become one effect.
 
-Extension point: ``heartbeat(details=None)`` (durable progress,
-``ActivityCancelled``, ``heartbeat_timeout``) will be a method of
-``ActivityInfo`` that reaches the engine through a handle set in the same
-scope; it is not implemented yet.
+``heartbeat(details=None)`` reaches the engine through the attempt's
+``AttemptControl``, the one object shared by the turn that started the
+attempt, the executor that runs it (its timeouts) and the activity itself:
+whoever learns first that the attempt must stop (a timeout, a cancel seen by
+the turn, a heartbeat write the fence refused) calls ``cancel``; the next
+heartbeat then raises ``ActivityCancelled`` inside the activity.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
-__all__ = ["ActivityInfo", "activity_info", "activity_scope", "idempotency_key"]
+__all__ = [
+    "ActivityInfo",
+    "AttemptControl",
+    "HeartbeatSink",
+    "activity_info",
+    "activity_scope",
+    "idempotency_key",
+]
+
+
+class HeartbeatSink(Protocol):
+    """Where an attempt's heartbeat details go durably (a fenced write).
+
+    Raises ``ActivityCancelled`` when the write was refused: the run is no
+    longer drivable or this engine no longer holds the claim.
+    """
+
+    def __call__(self, details: Any) -> None: ...
+
+
+class AttemptControl:
+    """One activity attempt's shared state: cancelled?, last heartbeat.
+
+    Thread-safe: the activity (its thread or the engine's event loop), the
+    executor's watchdog and the turn all touch it. ``clock_ms`` is the
+    engine clock; ``heartbeat_timeout_ms`` is ``None`` without
+    ``@activity(heartbeat_timeout=...)``.
+    """
+
+    def __init__(
+        self,
+        clock_ms: Callable[[], int],
+        *,
+        heartbeat_timeout_ms: int | None = None,
+        sink: HeartbeatSink | None = None,
+    ) -> None:
+        self.clock_ms = clock_ms
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.sink = sink
+        self.started_ms = clock_ms()
+        self.last_beat_ms = self.started_ms
+        self.details: Any = None
+        self._cancelled = threading.Event()
+        self.cancel_reason = ""
+        self._lock = threading.Lock()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self, reason: str) -> None:
+        """The attempt must stop (its result will be discarded); first reason wins."""
+        with self._lock:
+            if not self._cancelled.is_set():
+                self.cancel_reason = reason
+                self._cancelled.set()
+
+    def heartbeat_overdue(self, now_ms: int) -> bool:
+        """No heartbeat for longer than ``heartbeat_timeout_ms``."""
+        timeout = self.heartbeat_timeout_ms
+        return timeout is not None and now_ms - self.last_beat_ms > timeout
 
 
 @dataclass(frozen=True)
@@ -56,6 +120,8 @@ class ActivityInfo:
     epoch: int
     idempotency_key: str
     deadline: datetime | None
+    control: AttemptControl | None = field(default=None, repr=False, compare=False)
+    """The engine's handle on this attempt (``heartbeat`` goes through it)."""
 
 
 _CURRENT: ContextVar[ActivityInfo | None] = ContextVar("weft_activity_info", default=None)
