@@ -30,7 +30,14 @@ def test_a_turn_that_raises_in_a_pool_is_retried_then_suspended(
     worker = CeleryWorker("turnfail", tmp_path, env={"WEFT_TURN_MAX_FAILURES": str(MAX_FAILURES)})
     workers.append(worker)
     worker.wait_ready()
-    handle = client.start("celery-nested-all", {"id": "tf"}, workflow_id="celery-turnfail")
+    handle = client.start("celery-bad-handler", {"id": "tf"}, workflow_id="celery-turnfail")
+    wait_for(
+        "the run parked",
+        lambda: WorkflowRun.objects.get(pk=handle.run_id).status == "parked",
+        worker,
+        timeout=30,
+    )
+    client.signal("celery-turnfail", "boom", 1)
 
     def suspended() -> WorkflowRun | None:
         run = WorkflowRun.objects.get(pk=handle.run_id)
@@ -39,8 +46,8 @@ def test_a_turn_that_raises_in_a_pool_is_retried_then_suspended(
     # Backoffs of 1 s and 2 s, found by a stranded finder polling every 1 s.
     run = wait_for("the run suspended after its failed turns", suspended, worker, timeout=30)
     assert run.turn_failures == MAX_FAILURES and run.turn_retry_at is None
-    assert run.error["type"] == "TypeError", run.error
-    assert "ctx.all/race take ctx commands" in run.error["message"]
+    assert run.error["type"] == "ValueError", run.error
+    assert "handler refuses 1" in run.error["message"]
     assert f"turn failed {MAX_FAILURES} times" in run.suspended_reason
     assert not WorkflowClaim.objects.filter(
         workflow_id="celery-turnfail", engine_id__isnull=False

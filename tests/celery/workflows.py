@@ -63,9 +63,13 @@ def celery_sleeper(ctx: Any, data: dict[str, Any]) -> Any:
     return (yield ctx.run(celery_step, f"{data['id']}:woke"))
 
 
-@workflow(name="celery-nested-all")
-def celery_nested_all(ctx: Any, data: dict[str, Any]) -> Any:
-    """``ctx.all`` inside ``ctx.all``: today's replay refuses the inner group
-    with a ``TypeError`` that escapes the turn (no workflow failure)."""
-    key = data["id"]
-    return (yield ctx.all(ctx.run(celery_step, f"{key}:a"), ctx.all(ctx.run(celery_step, key))))
+def _refuse(payload: Any) -> None:
+    raise ValueError(f"handler refuses {payload!r}")
+
+
+@workflow(name="celery-bad-handler")
+def celery_bad_handler(ctx: Any, data: dict[str, Any]) -> Any:
+    """An ``on_signal`` handler that raises: the turn delivering the signal
+    escapes (no command failed, so no workflow failure to record)."""
+    ctx.on_signal("boom", _refuse)
+    return (yield ctx.wait_for_signal("never"))

@@ -152,7 +152,7 @@ def expected_result(name: str, key: str) -> Any:
             "paid": {"paid": key},
             "b": f"{key}:b",
             "child": f"{key}:leaf0",
-            "won": None,
+            "won": [0, None],  # ctx.race: (index, value) of the sleep
             "flaky": f"{key}:flaky",
             "patched": True,
             "recorded": [True, 36, True],
@@ -161,5 +161,9 @@ def expected_result(name: str, key: str) -> Any:
     if name == "chaos-chain":
         return [f"{key}:s{i}" for i in range(3)]
     if name == "chaos-fan":
-        return {"kids": [f"{key}:leaf0", f"{key}:leaf1"], "go": key, "flaky": f"{key}:flaky"}
+        return {
+            "kids": [f"{key}:leaf0", f"{key}:leaf1"],
+            "go": [0, key],  # ctx.race: (index, value) of the signal
+            "flaky": f"{key}:flaky",
+        }
     raise ValueError(name)

@@ -1,11 +1,11 @@
 """A turn that raises is retried with backoff a bounded number of times, then
 the run is suspended with the error recorded (issue #14, item 1).
 
-The turn escapes its own failure handling here two ways: ``ctx.all`` nested
-in ``ctx.all`` (the replay refuses the inner group with a ``TypeError`` that
-is no workflow failure), and a patched ``Turn.drive`` that raises (a bug in
-the engine). Before the fix each maintenance pass re-drove the still-running
-run at once, forever.
+The turn escapes its own failure handling here two ways: an ``on_signal``
+handler that raises while its signal is delivered (no command failed, so
+there is no workflow failure to record), and a patched ``Turn.drive`` that
+raises (a bug in the engine). Without the bound each maintenance pass would
+re-drive the still-running run at once, forever.
 """
 
 from __future__ import annotations
@@ -26,9 +26,14 @@ def tf_one(n: int) -> int:
     return n
 
 
-@workflow(name="tf-nested-all")
-def tf_nested_all(ctx, data):
-    return (yield ctx.all(ctx.run(tf_one, 1), ctx.all(ctx.run(tf_one, 2))))
+def _refuse(payload):
+    raise ValueError(f"handler refuses {payload!r}")
+
+
+@workflow(name="tf-bad-handler")
+def tf_bad_handler(ctx, data):
+    ctx.on_signal("boom", _refuse)
+    return (yield ctx.wait_for_signal("never"))
 
 
 @workflow(name="tf-plain")
@@ -61,7 +66,11 @@ def _passes(weft_env, n: int, step_ms: int) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_a_failing_turn_is_retried_with_backoff_then_suspended(weft_env, monkeypatch, caplog):
     attempts = _count_turns(monkeypatch)
-    client.start("tf-nested-all", None, workflow_id="tf-nested")
+    client.start("tf-bad-handler", None, workflow_id="tf-nested")
+    weft_env.run_until_idle()
+    assert latest("tf-nested").status == "parked"
+    attempts.clear()
+    client.signal("tf-nested", "boom", 1)
     start = weft_env.clock()
     with caplog.at_level(logging.WARNING, logger="weft_django.engine"):
         _passes(weft_env, 400, 100)  # 40 s of engine time, a pass every 100 ms
@@ -74,11 +83,11 @@ def test_a_failing_turn_is_retried_with_backoff_then_suspended(weft_env, monkeyp
     assert attempts[0] - start < 200
     run = latest("tf-nested")
     assert run.status == "suspended"
-    assert run.error["type"] == "TypeError"
-    assert "ctx.all/race take ctx commands" in run.error["message"]
-    assert "TypeError" in run.error["traceback"]
+    assert run.error["type"] == "ValueError"
+    assert "handler refuses 1" in run.error["message"]
+    assert "ValueError" in run.error["traceback"]
     assert run.turn_failures == limit and run.turn_retry_at is None
-    assert "TypeError" in run.suspended_reason
+    assert "ValueError" in run.suspended_reason
     events = [getattr(r, "weft", {}) for r in caplog.records if r.levelno == logging.WARNING]
     retries = [e for e in events if e.get("event") == "turn_failed"]
     assert [e["failures"] for e in retries] == list(range(1, limit))
@@ -88,7 +97,7 @@ def test_a_failing_turn_is_retried_with_backoff_then_suspended(weft_env, monkeyp
         "workflow_id": "tf-nested",
         "run_id": str(run.pk),
         "failures": limit,
-        "error_type": "TypeError",
+        "error_type": "ValueError",
     }
 
 

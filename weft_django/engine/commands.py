@@ -111,14 +111,32 @@ LEAF_KINDS: frozenset[str] = frozenset(command.kind for command in LEAF_COMMANDS
 
 @dataclass(frozen=True)
 class All(Command):
+    """Wait for every command (``ctx.all``, ``ctx.map``); results in command order.
+
+    ``return_exceptions``: failures are values of the result list (like
+    ``asyncio.gather``) instead of the first one cancelling the rest and
+    being raised. ``max_concurrency``: at most this many members are open
+    at once -- the first ones in command order, so which run is fixed by the
+    journal, not by timing.
+    """
+
     kind: ClassVar[Literal["all"]] = "all"
-    commands: tuple[LeafCommand, ...]
+    commands: tuple[AwaitableCommand, ...]
+    return_exceptions: bool = False
+    max_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
 class Race(Command):
+    """Wait for the first command to finish: ``(index, value)``; the rest are cancelled."""
+
     kind: ClassVar[Literal["race"]] = "race"
-    commands: tuple[LeafCommand, ...]
+    commands: tuple[AwaitableCommand, ...]
+
+
+GroupCommand = All | Race
+AwaitableCommand = LeafCommand | GroupCommand
+"""What a body may yield and wait on; groups nest to any depth."""
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,16 @@ from __future__ import annotations
 import logging
 import random as _random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from weft_django.durations import optional_ms, to_ms
 from weft_django.engine.commands import (
+    LEAF_COMMANDS,
     All,
+    AwaitableCommand,
     ContinueAsNew,
-    LeafCommand,
     Race,
     RunActivity,
     Sleep,
@@ -79,6 +80,16 @@ class _ReplayAwareLogger(logging.LoggerAdapter[logging.Logger]):
         return f"[{self._ctx.workflow_id}] {msg}", kwargs
 
 
+def _awaitables(what: str, commands: tuple[Any, ...]) -> tuple[AwaitableCommand, ...]:
+    for command in commands:
+        if not isinstance(command, (All, Race, *LEAF_COMMANDS)):
+            raise TypeError(
+                f"{what}() takes ctx commands (ctx.run, ctx.sleep, ..., or ctx.all/race/map), "
+                f"got {command!r}"
+            )
+    return tuple(commands)
+
+
 class WorkflowContext:
     """The ``ctx`` argument of a workflow."""
 
@@ -132,13 +143,52 @@ class WorkflowContext:
     ) -> StartChild:
         return StartChild(name, input, workflow_id)
 
-    def all(self, *commands: LeafCommand) -> All:
-        return All(tuple(commands))
+    def all(self, *commands: AwaitableCommand, return_exceptions: bool = False) -> All:
+        """Run ``commands`` at once; their results in command order.
 
-    def race(self, *commands: LeafCommand) -> Race:
+        The first failure cancels the rest (timers dropped, children
+        cancelled, running activities' results discarded) and is raised;
+        with ``return_exceptions=True`` every outcome is returned, failures
+        as exception values (like ``asyncio.gather``). Commands may be
+        ``ctx.all``/``ctx.race``/``ctx.map`` themselves, to any depth.
+        """
+        return All(_awaitables("ctx.all", commands), return_exceptions=bool(return_exceptions))
+
+    def race(self, *commands: AwaitableCommand) -> Race:
+        """Run ``commands`` at once; ``(index, value)`` of the first to finish
+        (or its error, raised); the others are cancelled."""
         if not commands:
             raise ValueError("ctx.race() needs at least one command")
-        return Race(tuple(commands))
+        return Race(_awaitables("ctx.race", commands))
+
+    def map(
+        self,
+        activity: Any,
+        inputs: Iterable[Any],
+        max_concurrency: int | None = None,
+        *,
+        return_exceptions: bool = False,
+    ) -> All:
+        """``activity(item)`` for every item of ``inputs``, at most
+        ``max_concurrency`` at once (the first ones in order); results in
+        input order. Failures as in ``ctx.all``."""
+        if activity_definition(activity) is None:
+            raise TypeError(f"ctx.map() needs an @activity function or its name, got {activity!r}")
+        if isinstance(inputs, str | bytes) or not isinstance(inputs, Iterable):
+            raise TypeError(f"ctx.map() needs an iterable of inputs, got {inputs!r}")
+        if max_concurrency is not None and (
+            isinstance(max_concurrency, bool)
+            or not isinstance(max_concurrency, int)
+            or max_concurrency < 1
+        ):
+            raise ValueError(
+                "ctx.map() max_concurrency must be an integer of at least 1, "
+                f"got {max_concurrency!r}"
+            )
+        commands = tuple(self.run(activity, item) for item in inputs)
+        return All(
+            commands, return_exceptions=bool(return_exceptions), max_concurrency=max_concurrency
+        )
 
     def continue_as_new(self, input: Any = None) -> ContinueAsNew:
         return ContinueAsNew(input)

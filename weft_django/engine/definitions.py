@@ -31,6 +31,7 @@ class ActivityDefinition:
     backoff_ms: int = 1000
     timeout_ms: int | None = None
     non_retryable: tuple[type[BaseException], ...] = ()
+    heartbeat_timeout_ms: int | None = None  # INTERIM
 
     def backoff_for(self, attempt: int) -> int:
         """Exponential delay before ``attempt`` (2, 3, ...): base × 2^(attempt-2)."""

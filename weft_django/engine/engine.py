@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from typing import Any
@@ -27,14 +28,16 @@ from typing import Any
 from weft_django.clock import Clock, process_clock, wall_ms
 from weft_django.conf import OwnershipMode, WeftSettings, get_settings
 from weft_django.engine import records
-from weft_django.engine.activities import ActivityOutcome, run_activity
-from weft_django.engine.definitions import ActivityDefinition
+from weft_django.engine.activities import ActivityOutcome
+from weft_django.engine.db_connections import mark_engine_thread
+from weft_django.engine.executor import ActivityExecutor
 from weft_django.engine.local_scheduler import LocalScheduler
 from weft_django.engine.loops import SideTasks
 from weft_django.engine.maintenance import Maintenance
 from weft_django.engine.scheduler import TurnScheduler
 from weft_django.engine.turn import Turn, TurnAborted
 from weft_django.engine.wakes import Listening, backends
+from weft_django.engine.workflow_cache import WorkflowCache
 from weft_django.errors import EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, WorkflowRun
 from weft_django.ownership.gates import check_clock_skew, run_gates
@@ -46,6 +49,7 @@ from weft_django.querysets import in_backoff
 from weft_django.vocab import WakeKind, WakeTransport
 
 logger = logging.getLogger("weft_django.engine")
+
 
 def new_engine_id() -> str:
     return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -116,6 +120,14 @@ class Engine:
         # parked it: keeps ctx.logger silent for body code a later turn
         # re-runs (an in-memory hint only, like a cached generator).
         self.parked_commands: dict[str, int] = {}
+        self.workflow_cache: WorkflowCache | None = (
+            WorkflowCache(getattr(self.settings, "workflow_cache_size", 1000))  # INTERIM
+            if getattr(self.settings, "workflow_cache_size", 1000) > 0
+            else None
+        )
+        self.turn_attention: dict[str, threading.Event] = {}
+        self._activity_executor: ActivityExecutor | None = None
+        self._executor_lock = threading.Lock()
         self.scheduler.bind(self)
 
     # -- OwnershipHost -----------------------------------------------------------
@@ -186,6 +198,8 @@ class Engine:
             listening.stop()
         self._listening = []
         self.scheduler.stop(grace)
+        if self._activity_executor is not None:
+            self._activity_executor.shutdown(wait=False)
         self._tasks.renew_stop.set()
         self._tasks.join(timeout=max(1.0, grace))
         try:
@@ -277,11 +291,22 @@ class Engine:
             logger.info("turn of %s aborted: %s", run.workflow_id, aborted)
             return None
 
-    def run_activity(
-        self, definition: ActivityDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> ActivityOutcome:
-        """Call an activity (``engine.activities``)."""
-        return run_activity(definition, args, kwargs)
+    @property
+    def activity_executor(self) -> ActivityExecutor:
+        """This engine's activity executor (started on first use)."""
+        executor = self._activity_executor
+        if executor is None:
+            with self._executor_lock:
+                if self._activity_executor is None:
+                    claim_ttl_ms = self.settings.claim_ttl_ms
+                    self._activity_executor = ActivityExecutor(
+                        getattr(self.settings, "activity_concurrency", 16),  # INTERIM
+                        clock_ms=self.now_ms,
+                        metrics=self.metrics,
+                        thread_initializer=lambda: mark_engine_thread(claim_ttl_ms),
+                    )
+                executor = self._activity_executor
+        return executor
 
     # -- maintenance -------------------------------------------------------------------
     def run_maintenance(self) -> int:

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from weft_django.ownership.host import OwnershipHost
 
 if TYPE_CHECKING:
+    import threading
+
     from django.db.models import QuerySet
 
-    from weft_django.engine.activities import ActivityOutcome
-    from weft_django.engine.definitions import ActivityDefinition
+    from weft_django.engine.executor import ActivityExecutor
+    from weft_django.engine.workflow_cache import WorkflowCache
     from weft_django.models import WorkflowRun
     from weft_django.vocab import WakeKind, WakeTransport
 
@@ -74,9 +76,21 @@ class TurnHost(OwnershipHost, Protocol):
 
     def adopt_inflight(self, run_id: Any) -> None: ...
 
-    def run_activity(
-        self, definition: ActivityDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> ActivityOutcome: ...
+    @property
+    def activity_executor(self) -> ActivityExecutor:
+        """Where this engine's activity attempts run (``ACTIVITY_CONCURRENCY`` at once)."""
+        ...
+
+    @property
+    def workflow_cache(self) -> WorkflowCache | None:
+        """Parked runs' live replays (``WORKFLOW_CACHE_SIZE``); ``None``: no cache."""
+        ...
+
+    @property
+    def turn_attention(self) -> dict[str, threading.Event]:
+        """run id -> the event its in-flight turn waits on: set it to make the
+        turn look at the run again (a wake arrived while it ran)."""
+        ...
 
     def heartbeat(self) -> None: ...
 

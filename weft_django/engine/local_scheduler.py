@@ -87,6 +87,9 @@ class LocalScheduler(TurnScheduler):
         """On the pool when running, else queued for the next ``drain()``."""
         with self._lock:
             if run_id in self._inflight or self.engine.stopping:
+                attention = self.engine.turn_attention.get(run_id)
+                if attention is not None:
+                    attention.set()  # its turn waits on activities: look again
                 return
             self._inflight.add(run_id)
             if self._pool is None:

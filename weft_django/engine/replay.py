@@ -80,12 +80,34 @@ class Leaf:
 
 @dataclass
 class Group:
+    """A ``ctx.all`` / ``ctx.race`` / ``ctx.map``: members are leaves or groups."""
+
     kind: Literal["all", "race"]
-    leaves: list[Leaf]
+    members: list[Leaf | Group] = field(default_factory=list)
+    parent: Group | None = None
+    return_exceptions: bool = False
+    max_concurrency: int | None = None
     settled: bool = False
+    abandoned: bool = False
     value: Any = None
     error: BaseException | None = None
-    order: list[Leaf] = field(default_factory=list)
+
+    @property
+    def live(self) -> bool:
+        return not self.settled and not self.abandoned
+
+    def leaves(self) -> list[Leaf]:
+        """Every leaf of this group's tree, depth-first in command order."""
+        found: list[Leaf] = []
+        for member in self.members:
+            if isinstance(member, Group):
+                found.extend(member.leaves())
+            else:
+                found.append(member)
+        return found
+
+
+Node = Leaf | Group
 
 
 @dataclass(frozen=True)
@@ -153,11 +175,17 @@ class Replay:
         # already ran (and logged) once, even past the last journal event.
         self.replayed_commands = replayed_commands
         self.pos = 0
+        # Events already applied and dropped (``_compact``): ``events`` holds
+        # only what is not applied yet, so a cached replay keeps no history.
+        self._base = 0
         self._recorded = len(self.events)  # events that existed before this replay
         self.new_events: list[Event] = []
+        # Leaves of the node the body is blocked on; a resumed node's leaves
+        # are dropped, so nothing here grows with the history.
         self.leaves: dict[int, Leaf] = {}
+        self._abandoned: list[Leaf] = []
         self._next_command = 0
-        self._blocked: Leaf | Group | None = None
+        self._blocked: Node | None = None
         self._outcome: Outcome | None = None
         self.ctx = WorkflowContext(self, workflow_id, run_id, definition.name)
         self._input = json_copy(input)
@@ -181,7 +209,12 @@ class Replay:
 
     @property
     def next_position(self) -> int:
-        return len(self.events)
+        return self._base + len(self.events)
+
+    def is_live(self, command: int) -> bool:
+        """Whether leaf ``command`` is still open (not settled, not abandoned)."""
+        leaf = self.leaves.get(command)
+        return leaf is not None and leaf.live
 
     def _diverge(self, position: int, recorded: str, new: str) -> _Divergence:
         return _Divergence(NonDeterminismError(self.workflow_id, position, recorded, new))
@@ -235,7 +268,8 @@ class Replay:
                         self._apply_event(self.events[self.pos])
                         self.pos += 1
                         continue
-                    return Frontier([leaf for leaf in self._open_leaves()])
+                    self._compact()
+                    return Frontier(self._open_leaves())
                 self._resume(blocked)
         except _Divergence as divergence:
             self._outcome = Diverged(divergence.error)
@@ -246,14 +280,24 @@ class Replay:
         """Feed an event the engine just committed (live)."""
         self.events.append(event)
 
-    def _open_leaves(self) -> list[Leaf]:
-        return [leaf for leaf in self.leaves.values() if leaf.live and self._is_awaited(leaf)]
+    def _compact(self) -> None:
+        """At the frontier every event is applied: drop them (positions stay)."""
+        applied = self.pos
+        if applied == 0:
+            return
+        del self.events[:applied]
+        self._base += applied
+        self._recorded = max(0, self._recorded - applied)
+        self.pos = 0
 
-    def _is_awaited(self, leaf: Leaf) -> bool:
+    def _open_leaves(self) -> list[Leaf]:
+        """The leaves the engine should act on now, in command order: the live
+        leaves under the blocked node, at most ``max_concurrency`` live members
+        of a group open at once (the first ones)."""
         blocked = self._blocked
-        if blocked is leaf:
-            return True
-        return isinstance(blocked, Group) and leaf.group is blocked
+        if blocked is None or not blocked.live:
+            return []
+        return _eligible(blocked)
 
     def _start(self) -> None:
         with database_refused():
@@ -270,13 +314,20 @@ class Replay:
             return
         self._step(lambda: self._gen.send(None))
 
-    def _resume(self, blocked: Leaf | Group) -> None:
+    def _resume(self, blocked: Node) -> None:
+        self._retire(blocked)
         if blocked.error is not None:
             error = blocked.error
             self._step(lambda: self._gen.throw(error))
         else:
-            value = json_copy(blocked.value)
+            value = _delivered(blocked.value)
             self._step(lambda: self._gen.send(value))
+
+    def _retire(self, blocked: Node) -> None:
+        """The body moves past ``blocked``: forget its leaves (a late event for
+        one is ignored, ``_apply_event``)."""
+        for leaf in blocked.leaves() if isinstance(blocked, Group) else [blocked]:
+            self.leaves.pop(leaf.id, None)
 
     def _step(self, action: Callable[[], Any]) -> None:
         with database_refused():
@@ -306,18 +357,14 @@ class Replay:
         if isinstance(yielded, ContinueAsNew):
             self._outcome = ContinuedAsNew(yielded.input)
             return
-        if isinstance(yielded, All | Race):
-            if not yielded.commands:
-                group = Group(yielded.kind, [], settled=True, value=[])
-                self._blocked = group
+        if isinstance(yielded, (All, Race, *LEAF_COMMANDS)):
+            try:
+                blocked = self._new_node(yielded, None)
+            except TypeError as exc:
+                self._outcome = Failed(error_record(exc))
                 return
-            group = Group(yielded.kind, [])
-            for command in yielded.commands:
-                group.leaves.append(self._new_leaf(command, group))
-            self._blocked = group
-            return
-        if isinstance(yielded, LEAF_COMMANDS):
-            self._blocked = self._new_leaf(yielded, None)
+            self._blocked = blocked
+            self._settle_empty(blocked)
             return
         self._outcome = Failed(
             {
@@ -327,11 +374,24 @@ class Replay:
             }
         )
 
-    def _new_leaf(self, command: Any, group: Group | None) -> Leaf:
-        """Register a leaf command under the next position."""
+    def _new_node(self, command: Any, parent: Group | None) -> Node:
+        """Register ``command`` (a leaf, or a group depth-first in command
+        order): each leaf takes the next position."""
+        if isinstance(command, All | Race):
+            group = Group(
+                command.kind,
+                parent=parent,
+                return_exceptions=isinstance(command, All) and command.return_exceptions,
+                max_concurrency=command.max_concurrency if isinstance(command, All) else None,
+            )
+            for member in command.commands:
+                group.members.append(self._new_node(member, group))
+            return group
         if not isinstance(command, LEAF_COMMANDS):
-            raise TypeError(f"ctx.all/race take ctx commands, got {command!r}")
-        leaf = Leaf(self._next_command, command, group)
+            raise TypeError(
+                f"ctx.all/race/map take ctx commands (or ctx.all/race/map), got {command!r}"
+            )
+        leaf = Leaf(self._next_command, command, parent)
         self.leaves[leaf.id] = leaf
         self._next_command += 1
         return leaf
@@ -344,6 +404,8 @@ class Replay:
         if event.kind in SIDE_EFFECT_KINDS:
             raise self._diverge(event.position, _describe(event), "a blocked workflow")
         leaf = self.leaves.get(event.command) if event.command is not None else None
+        if leaf is None and event.command is not None and 0 <= event.command < self._next_command:
+            return  # a command the body moved past (a race's loser, a failed all's rest)
         if leaf is None:
             raise self._diverge(
                 event.command if event.command is not None else event.position,
@@ -364,27 +426,66 @@ class Replay:
             leaf.error = rebuild_error(event.error)
         else:
             leaf.value = event.result
-        self._settle_group(leaf)
+        self._settle_parent(leaf)
 
-    def _settle_group(self, leaf: Leaf) -> None:
-        group = leaf.group
-        if group is None or group.settled:
-            return
-        group.order.append(leaf)
-        if group.kind == "race":
-            group.settled = True
-            group.value, group.error = leaf.value, leaf.error
-            for other in group.leaves:
-                if other is not leaf and other.live:
-                    other.abandoned = True
-            return
-        if all(member.settled for member in group.leaves):
-            group.settled = True
-            errors = [m.error for m in group.order if m.error is not None]
-            if errors:
-                group.error = errors[0]
+    def _settle_parent(self, node: Node) -> None:
+        """``node`` settled: settle its group when that decides it, upwards.
+
+        ``race``: the first member to settle decides, ``(index, value)`` or
+        its error. ``all``: the first failure decides (the rest are
+        abandoned) unless ``return_exceptions``; otherwise every member.
+        """
+        group = node.parent if isinstance(node, Group) else node.group
+        if group is not None and group.live and self._decide(group):
+            self._settle_parent(group)
+
+    def _decide(self, group: Group) -> bool:
+        """Settle ``group`` if its settled members decide it (and abandon the
+        rest). Called as each member settles, so the first settled member in
+        command order is the one that just settled (or, for groups that are
+        settled when yielded -- empty ones -- the first of them)."""
+        settled = [(index, m) for index, m in enumerate(group.members) if m.settled]
+        if group.kind == "race" and group.members:
+            if not settled:
+                return False
+            index, first = settled[0]
+            if first.error is not None:
+                group.error = first.error
             else:
-                group.value = [m.value for m in group.leaves]
+                group.value = (index, first.value)
+        else:
+            failed = [m for _, m in settled if m.error is not None]
+            if failed and not group.return_exceptions:
+                group.error = failed[0].error
+            elif len(settled) == len(group.members):
+                group.value = [m.error if m.error is not None else m.value for m in group.members]
+            else:
+                return False
+        group.settled = True
+        for member in group.members:
+            if member.live:
+                self._abandon(member)
+        return True
+
+    def _settle_empty(self, node: Node) -> None:
+        """Settle the groups of a just-yielded tree that are decided already
+        (an empty ``ctx.all()``, a race over one), bottom-up."""
+        if isinstance(node, Group):
+            for member in node.members:
+                self._settle_empty(member)
+            if node.live:
+                self._decide(node)
+
+    def _abandon(self, node: Node) -> None:
+        """Cancel ``node`` and its live subtree (a lost race, a failed all)."""
+        if isinstance(node, Group):
+            node.abandoned = True
+            for member in node.members:
+                if member.live:
+                    self._abandon(member)
+            return
+        node.abandoned = True
+        self._abandoned.append(node)
 
     def _deliver_signal(self, name: str, payload: Any) -> None:
         handler = self.ctx.signal_handlers.get(name)
@@ -398,8 +499,42 @@ class Replay:
         with database_refused():
             return bool(command.predicate())
 
-    def abandoned_leaves(self) -> list[Leaf]:
-        return [leaf for leaf in self.leaves.values() if leaf.abandoned]
+    def take_abandoned(self) -> list[Leaf]:
+        """Leaves abandoned since the last call (their children to cancel,
+        their running attempts to drop)."""
+        taken, self._abandoned = self._abandoned, []
+        return taken
+
+
+def _eligible(node: Node) -> list[Leaf]:
+    if isinstance(node, Leaf):
+        return [node] if node.live else []
+    if not node.live:
+        return []
+    open_leaves: list[Leaf] = []
+    budget = node.max_concurrency
+    for member in node.members:
+        if not member.live:
+            continue
+        if budget is not None:
+            if budget == 0:
+                break
+            budget -= 1
+        open_leaves.extend(_eligible(member))
+    return open_leaves
+
+
+def _delivered(value: Any) -> Any:
+    """What the body receives: a private copy (JSON values are copied; an
+    error of ``return_exceptions`` stays the exception; a race's result is
+    the tuple ``(index, value)``)."""
+    if isinstance(value, BaseException):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_delivered(item) for item in value)
+    if isinstance(value, list):
+        return [_delivered(item) for item in value]
+    return json_copy(value)
 
 
 def _describe(event: Event) -> str:

@@ -26,6 +26,7 @@ from weft_django.engine.errors_codec import error_record
 from weft_django.engine.replay import ContinuedAsNew, Diverged, Failed, Finished, Leaf, Replay
 from weft_django.engine.store import RunInbox, load_events, load_inbox
 from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnState
+from weft_django.engine.turn.concurrent import await_attempts, commit_finished
 from weft_django.engine.turn.finish import continue_as_new, stop
 from weft_django.engine.turn.park import park
 from weft_django.engine.turn.steps import act
@@ -44,23 +45,26 @@ class Turn(TurnState):
     def drive(self) -> str:
         """Returns the status the turn asked for (``completed`` even when the
         result was not a valid payload and the run was failed instead)."""
+        attention = self.host.turn_attention
+        key = str(self.run.pk)
+        attention[key] = self.attention
+        try:
+            return self._drive()
+        finally:
+            attention.pop(key, None)
+            # Whatever ended the turn, nothing it started may still be recorded.
+            self.drop_attempts("the turn ended")
+
+    def _drive(self) -> str:
         for _ in range(MAX_STEPS):
             if self.replay is None:
                 try:
-                    definition = get_workflow(self.run.name)
+                    self.replay = self._cached_replay() or self._fresh_replay()
                 except UnknownWorkflowType as exc:
                     stop(self, "suspended", error=error_record(exc), release=True)
                     return "suspended"
-                self.replay = Replay(
-                    definition,
-                    workflow_id=self.run.workflow_id,
-                    run_id=str(self.run.pk),
-                    input=self.run.input,
-                    events=load_events(self.run.pk, self.db),
-                    clock_ms=self.host.now_ms,
-                    replayed_commands=self.host.parked_commands.get(str(self.run.pk), 0),
-                )
             outcome = self.replay.advance()
+            self._note_abandoned()
             if isinstance(outcome, Finished):
                 stop(self, "completed", result=outcome.result, release=True)
                 return "completed"
@@ -71,6 +75,7 @@ class Turn(TurnState):
                 stop(self, "suspended", error=error_record(outcome.error), release=True)
                 return "suspended"
             if isinstance(outcome, ContinuedAsNew):
+                self.drop_attempts("the run continued as new")
                 continue_as_new(self, outcome.input)
                 continue
             if self.host.stopping:
@@ -83,19 +88,70 @@ class Turn(TurnState):
             inbox = self.inbox = load_inbox(self.run, self.db, self.known_timers)
             if self._progress(outcome.open, inbox):
                 continue
+            if self.attempts:
+                await_attempts(self, outcome.open, inbox)
+                continue
             if park(self, outcome.open, inbox):
+                self._keep_in_cache()
                 return "parked"
             # Something arrived after the wake_seq this turn knows (the park's
             # condition failed): read it again, then look at the inbox again.
             self.wake_seq = self._read_wake_seq()
         raise RuntimeError(f"turn of {self.run.workflow_id} did not settle")
 
+    def _fresh_replay(self) -> Replay:
+        return Replay(
+            get_workflow(self.run.name),
+            workflow_id=self.run.workflow_id,
+            run_id=str(self.run.pk),
+            input=self.run.input,
+            events=load_events(self.run.pk, self.db),
+            clock_ms=self.host.now_ms,
+            replayed_commands=self.host.parked_commands.get(str(self.run.pk), 0),
+        )
+
+    def _cached_replay(self) -> Replay | None:
+        """This engine's replay of the run as it parked it, if nothing changed since
+        (``engine.workflow_cache``): a wake then feeds only the new events."""
+        cache = self.host.workflow_cache
+        if cache is None:
+            return None
+        replay = cache.take(
+            str(self.run.pk), epoch=self.host.epoch_for(self.run.workflow_id), version=self.version
+        )
+        if replay is not None and replay.definition != get_workflow(self.run.name):
+            return None  # other code is registered now: replay it from the journal
+        return replay
+
+    def _keep_in_cache(self) -> None:
+        cache = self.host.workflow_cache
+        if cache is not None and self.replay is not None:
+            cache.put(
+                str(self.run.pk),
+                epoch=self.host.epoch_for(self.run.workflow_id),
+                version=self.version,
+                replay=self.replay,
+            )
+
+    def _note_abandoned(self) -> None:
+        """Leaves a race or a failed all just abandoned: drop their attempts,
+        keep them for the child cancellation after the next commit."""
+        assert self.replay is not None
+        abandoned = self.replay.take_abandoned()
+        if abandoned:
+            self.drop_attempts("its branch was cancelled", [leaf.id for leaf in abandoned])
+            self.abandoned.extend(abandoned)
+
     def _progress(self, open_leaves: list[Leaf], inbox: RunInbox) -> bool:
-        """One step of progress: a signal to a handler, or one open command."""
+        """One step of progress: a signal to a handler, a finished attempt
+        committed, or an open command carried out; every open activity that
+        can start is started on the way (they run at once)."""
         if deliver_to_handler(self, open_leaves, inbox):
             return True
+        if commit_finished(self):
+            return True
         now = self.host.now_ms()
-        return any(act(self, leaf, inbox, now) for leaf in sorted(open_leaves, key=_position))
+        return any(act(self, leaf, inbox, now) for leaf in open_leaves)
 
     def _read_wake_seq(self) -> int:
         value = (

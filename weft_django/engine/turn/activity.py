@@ -1,27 +1,33 @@
-"""The ``ctx.run`` step: one activity attempt, then its outcome committed.
+"""The ``ctx.run`` step: start an attempt on the executor, commit its outcome.
 
-Why this order: user code never runs inside a transaction or under a row
-lock. The attempt runs first (on the engine's activity runner), then its
-result -- or a retry timer with backoff -- is committed in one fenced batch.
-An attempt is not started when this engine already knows its claim is gone:
-its result could never be recorded. The attempt runs inside an
-``activity_scope``: the function's ``activity_info()`` is built here, where
-the run, the position, the attempt number and the epoch are known.
+Why two halves: every open activity of a turn runs at once (``ctx.all``,
+``ctx.map``, a race), so the step only *starts* an attempt on the engine's
+``ActivityExecutor`` (``start_attempt``) and the turn commits each outcome
+as it lands (``finish_attempt``): the result, the final error, or a retry
+timer with backoff, each in its own fenced batch. User code never runs
+inside a transaction or under a row lock. An attempt is not started when
+this engine already knows its claim is gone: its result could never be
+recorded. The attempt's ``activity_info()`` is built here, where the run,
+the position, the attempt number and the epoch are known, with the
+``AttemptControl`` that its heartbeats and the turn share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from weft_django.engine.activities import ActivityOutcome
 from weft_django.engine.activity_context import (
     ActivityInfo,
-    activity_scope,
-    deadline_from_ms,
+    AttemptControl,
     idempotency_key,
 )
 from weft_django.engine.commands import RunActivity
-from weft_django.engine.definitions import get_activity
+from weft_django.engine.definitions import ActivityDefinition, get_activity
+from weft_django.engine.executor import Attempt
+from weft_django.engine.heartbeats import heartbeat_sink
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Leaf
 from weft_django.engine.store import RunInbox
@@ -34,13 +40,25 @@ OnSuccess = Callable[[Any], bool]
 """Called with an attempt's (normalized) value instead of settling the leaf."""
 
 
+@dataclass
+class PendingAttempt:
+    """An attempt the turn started and has not committed yet."""
+
+    leaf: Leaf
+    definition: ActivityDefinition
+    number: int
+    handle: Attempt
+    on_success: OnSuccess | None = None
+    secret: str | None = None
+
+
 def run_activity(
     turn: TurnState, leaf: Leaf, command: RunActivity, inbox: RunInbox, now: int
 ) -> bool:
-    return attempt(turn, leaf, command.name, command.args, command.kwargs, inbox, now)
+    return start_attempt(turn, leaf, command.name, command.args, command.kwargs, inbox, now)
 
 
-def attempt(
+def start_attempt(
     turn: TurnState,
     leaf: Leaf,
     name: str,
@@ -52,17 +70,15 @@ def attempt(
     on_success: OnSuccess | None = None,
     secret: str | None = None,
 ) -> bool:
-    """Run one attempt of activity ``name`` (unless its retry timer is not due)
-    and record the outcome: the result, the final error, or the next retry.
+    """Start one attempt of activity ``name`` unless one is running or its
+    retry timer is not due. Returns whether something was committed (only an
+    unknown activity's error is: starting commits nothing).
 
     ``secret`` (a hand-out's async token) is cut out of any error text before
     it is stored: the token is only ever stored as its hash.
     """
-
-    def describe(failure: BaseException) -> str:
-        text = str(failure)
-        return text.replace(secret, "<token>") if secret else text
-
+    if leaf.id in turn.attempts:
+        return False
     timer = inbox.timers.get(("retry", leaf.id))
     if timer is not None and timer.fire_at > now:
         return False
@@ -73,8 +89,35 @@ def attempt(
         return turn.settle(leaf, error=ActivityError(name, str(exc), kind="non_retryable"))
     turn.still_owner()
     host = turn.host
-    with activity_scope(_info(turn, leaf, number, definition.timeout_ms)):
-        outcome = host.run_activity(definition, args, kwargs)
+    control = AttemptControl(
+        host.now_ms,
+        heartbeat_timeout_ms=definition.heartbeat_timeout_ms,
+        sink=heartbeat_sink(
+            host,
+            run_id=turn.run.pk,
+            workflow_id=turn.run.workflow_id,
+            position=leaf.id,
+            attempt=number,
+        ),
+    )
+    handle = host.activity_executor.submit(
+        definition, args, kwargs, _info(turn, leaf, number, control)
+    )
+    handle.future.add_done_callback(lambda _: turn.attention.set())
+    turn.attempts[leaf.id] = PendingAttempt(leaf, definition, number, handle, on_success, secret)
+    return False
+
+
+def finish_attempt(turn: TurnState, pending: PendingAttempt, outcome: ActivityOutcome) -> bool:
+    """Commit a finished attempt: its result, its final error, or its next retry."""
+    leaf, definition, number = pending.leaf, pending.definition, pending.number
+    secret = pending.secret
+    name = definition.name
+
+    def describe(failure: BaseException) -> str:
+        text = str(failure)
+        return text.replace(secret, "<token>") if secret else text
+
     if outcome.ok:
         try:
             value = normalize(f"result of activity {name!r}", outcome.value)
@@ -89,8 +132,8 @@ def attempt(
                     attempts=number,
                 ),
             )
-        if on_success is not None:
-            return bool(on_success(value))
+        if pending.on_success is not None:
+            return bool(pending.on_success(value))
         return turn.settle(leaf, result=value)
     failure = outcome.error
     assert failure is not None
@@ -109,6 +152,7 @@ def attempt(
                 attempts=number,
             ),
         )
+    host = turn.host
     fire_at = host.now_ms() + definition.backoff_for(number + 1)
     retry_timer = Timer(
         run_id=turn.run.pk,
@@ -132,10 +176,10 @@ def attempt(
     return True
 
 
-def _info(turn: TurnState, leaf: Leaf, number: int, timeout_ms: int | None) -> ActivityInfo:
+def _info(turn: TurnState, leaf: Leaf, number: int, control: AttemptControl) -> ActivityInfo:
+    """The attempt's ``activity_info()``; the executor sets ``deadline`` when it starts."""
     host = turn.host
     workflow_id = turn.run.workflow_id
-    deadline_ms = host.now_ms() + timeout_ms if timeout_ms is not None else None
     return ActivityInfo(
         workflow_id=workflow_id,
         run_id=str(turn.run.pk),
@@ -143,8 +187,9 @@ def _info(turn: TurnState, leaf: Leaf, number: int, timeout_ms: int | None) -> A
         attempt=number,
         epoch=host.epoch_for(workflow_id),
         idempotency_key=idempotency_key(workflow_id, leaf.id),
-        deadline=deadline_from_ms(deadline_ms),
+        deadline=None,
+        control=control,
     )
 
 
-__all__ = ["OnSuccess", "attempt", "run_activity"]
+__all__ = ["OnSuccess", "PendingAttempt", "finish_attempt", "run_activity", "start_attempt"]

@@ -16,7 +16,7 @@ from typing import Any
 from weft_django.engine.commands import StartAsyncActivity
 from weft_django.engine.replay import Event, Leaf
 from weft_django.engine.store import RunInbox, async_token, hash_token
-from weft_django.engine.turn.activity import attempt
+from weft_django.engine.turn.activity import start_attempt
 from weft_django.engine.turn.commit import TurnState
 from weft_django.errors import ActivityError, WorkflowTimeoutError
 from weft_django.models import AsyncActivity, Timer
@@ -50,7 +50,7 @@ def async_activity(
             )
             return True
 
-        return attempt(
+        return start_attempt(
             turn,
             leaf,
             command.name,

@@ -21,7 +21,7 @@ from weft_django.engine.definitions import has_workflow
 from weft_django.engine.errors_codec import error_record
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Leaf
-from weft_django.engine.store import RunInbox
+from weft_django.engine.store import RunInbox, load_inbox
 from weft_django.engine.turn.commit import TurnState
 from weft_django.errors import ChildWorkflowError, PayloadError, UnknownWorkflowType
 from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, WorkflowRun
@@ -91,19 +91,26 @@ def _start(turn: TurnState, leaf: Leaf, command: StartChild, child_id: str, now:
     return True
 
 
-def cancel_abandoned_children(turn: TurnState, inbox: RunInbox) -> None:
-    """Cancel the live children of commands a ``ctx.race`` abandoned.
+def cancel_abandoned_children(turn: TurnState, inbox: RunInbox | None = None) -> None:
+    """Cancel the live children of commands a ``ctx.race`` or a failed
+    ``ctx.all`` abandoned (``TurnState.abandoned``).
 
     Best effort, after the commit that parked or ended the parent: a child
     that cannot be cancelled now runs to its end, and nobody waits for it.
+    The inbox is read only when an abandoned command started a child.
     """
-    if turn.replay is None:
+    leaves = [leaf for leaf in turn.abandoned if isinstance(leaf.command, StartChild)]
+    turn.abandoned.clear()
+    if not leaves:
         return
-    for leaf in turn.replay.abandoned_leaves():
-        child = inbox.children.get(leaf.id)
+    children = (inbox if inbox is not None else load_inbox(turn.run, turn.db)).children
+    for leaf in leaves:
+        child = children.get(leaf.id)
         if child is not None and child.status in LIVE_STATUSES:
             try:
-                external.cancel(child.workflow_id, "lost a race", actor=turn.host.engine_id)
+                external.cancel(
+                    child.workflow_id, "cancelled with its branch", actor=turn.host.engine_id
+                )
             except Exception:
                 logger.warning(
                     "could not cancel abandoned child %s", child.workflow_id, exc_info=True

@@ -12,9 +12,10 @@ is dropped.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from django.db.models import F
 
@@ -36,6 +37,9 @@ from weft_django.ownership.batch import (
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.fold import ClaimFold
 from weft_django.warnings import warn_claim_lost
+
+if TYPE_CHECKING:
+    from weft_django.engine.turn.activity import PendingAttempt
 
 # The statuses a turn may write under (``models.DRIVABLE_STATUSES``): any
 # other means the run was stopped (cancelled, suspended, purged) under the turn.
@@ -74,6 +78,15 @@ class TurnState:
         # The inbox of the current step (``None``: not read since the last
         # commit that wrote timers).
         self.inbox: RunInbox | None = None
+        # Activity attempts running on the engine's executor, by position: all
+        # open activities of a turn run at once (``turn.activity``).
+        self.attempts: dict[int, PendingAttempt] = {}
+        # Set when an attempt finishes or the run is poked (a wake for a run
+        # whose turn is in flight): the waiting turn looks again.
+        self.attention = threading.Event()
+        # Leaves a race or a failed all abandoned, whose children are still to
+        # cancel (``turn.child.cancel_abandoned_children``).
+        self.abandoned: list[Leaf] = []
 
     @property
     def known_timers(self) -> dict[tuple[str, int | None], Timer] | None:
@@ -114,6 +127,14 @@ class TurnState:
             host.metrics.record_claim_attempt("deposed")
             warn_claim_lost(wid, engine_id=host.engine_id, during="before-activity")
             raise EngineDeposedError(wid)
+
+    def drop_attempts(self, reason: str, positions: Sequence[int] | None = None) -> None:
+        """Abandon running attempts (all, or those at ``positions``): their
+        results are discarded, ``heartbeat()`` raises ``ActivityCancelled``."""
+        for position in list(self.attempts) if positions is None else positions:
+            pending = self.attempts.pop(position, None)
+            if pending is not None:
+                pending.handle.abandon(reason)
 
     def commit(
         self,

@@ -19,7 +19,7 @@ from django.utils import timezone
 from weft_django.engine import signals as weft_signals
 from weft_django.engine.errors_codec import error_record
 from weft_django.engine.payload import normalize
-from weft_django.engine.store import bump_parent, load_inbox
+from weft_django.engine.store import bump_parent
 from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.wakes import Wake, announce
@@ -92,7 +92,7 @@ def stop(
     finally:
         if transition is not None and registry is not None:
             registry.finish_release(wid, committed)
-    cancel_abandoned_children(turn, load_inbox(run, turn.db))
+    cancel_abandoned_children(turn)
     announce(Wake("finished", str(run.pk), turn.db, wid))
     if run.parent_id is not None and status != "suspended":
         # A suspended child does not wake its parent: it has not ended.
