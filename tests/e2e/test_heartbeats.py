@@ -11,7 +11,10 @@ activity sees; a purge deletes the rows with the run.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -19,7 +22,7 @@ from tests.e2e.helpers import claim_epoch, latest
 from tests.support import ManualClock
 from weft_django import ActivityCancelled, client, workflow
 from weft_django.engine import Engine
-from weft_django.engine.heartbeats import CLAIM_LOST, heartbeat_sink
+from weft_django.engine.heartbeats import CLAIM_LOST, close_heartbeat_thread, heartbeat_sink
 from weft_django.models import ActivityHeartbeat, WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -143,3 +146,24 @@ def test_purge_deletes_the_heartbeats_with_the_run(engine: Engine) -> None:
     assert ActivityHeartbeat.objects.filter(run=run).exists()
     assert client.purge("beat-purged") == 1
     assert not ActivityHeartbeat.objects.exists()
+
+
+def test_an_async_activitys_heartbeat_is_written_off_the_event_loop(engine: Engine) -> None:
+    """On an event loop Django refuses ORM calls; the sink writes on its own
+    thread and still raises the refusal at the call."""
+    run = parked(engine, "beat-async")
+    sink = heartbeat_sink(engine, run_id=run.pk, workflow_id="beat-async", position=0, attempt=1)
+
+    async def beat(details: Any) -> None:
+        sink(details)
+
+    try:
+        asyncio.run(beat({"step": 1}))
+        assert ActivityHeartbeat.objects.get(run=run).details == {"step": 1}
+        client.cancel("beat-async", "stop it")
+        with pytest.raises(ActivityCancelled, match="run is cancelled"):
+            asyncio.run(beat({"step": 2}))
+        assert ActivityHeartbeat.objects.get(run=run).details == {"step": 1}
+    finally:
+        close_heartbeat_thread()
+    assert not [t for t in threading.enumerate() if t.name.startswith("weft-heartbeat")]

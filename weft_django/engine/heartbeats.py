@@ -12,16 +12,30 @@ lease) fence but not the run's ``version`` and never bumps it, so the
 turn's optimistic write of the same run still commits after any number of
 heartbeats. It runs on the activity's own thread, on that thread's own
 connection, outside any transaction of the turn.
+
+An ``async def`` activity heartbeats on an event loop, where Django refuses
+ORM calls (``SynchronousOnlyOperation``). There the batch runs on the
+process's one heartbeat thread (which keeps its connection) and the loop
+waits for it: one short batch at most once a second per attempt (the
+throttle in ``activity_context``), so the refusal still reaches the activity
+as an exception at the call. One thread is enough: a loop is one thread, so
+its calls are serial anyway. ``close_heartbeat_thread()`` ends it and closes
+its connection (an engine's dispose).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 
 from weft_django.engine.activity_context import HeartbeatSink
+from weft_django.engine.db_connections import refresh_connections
 from weft_django.errors import ActivityCancelled, EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, ActivityHeartbeat, WorkflowRun
 from weft_django.ownership.batch import (
@@ -36,12 +50,15 @@ from weft_django.ownership.batch import (
 from weft_django.ownership.fence import fence_conditions
 from weft_django.ownership.host import OwnershipHost
 
-__all__ = ["CLAIM_LOST", "heartbeat_sink"]
+__all__ = ["CLAIM_LOST", "close_heartbeat_thread", "heartbeat_sink"]
 
 logger = logging.getLogger("weft_django.engine")
 
 CLAIM_LOST = "claim lost"
 """``ActivityCancelled.reason`` when the fence refused the heartbeat."""
+
+_off_loop: ThreadPoolExecutor | None = None
+_off_loop_lock = threading.Lock()
 
 
 def heartbeat_sink(
@@ -59,7 +76,7 @@ def heartbeat_sink(
     """
     db = host.settings.database
 
-    def sink(details: Any) -> None:
+    def write(details: Any) -> None:
         try:
             fence = fence_conditions(host, workflow_id)
         except EngineDeposedError:
@@ -99,7 +116,46 @@ def heartbeat_sink(
             raise RuntimeError(f"heartbeat batch failed on an unexpected condition {failed!r}")
         raise ActivityCancelled(workflow_id, _refusal(run_id, db))
 
+    def sink(details: Any) -> None:
+        if _on_event_loop():
+            _run_off_loop(write, details)
+        else:
+            write(details)
+
     return sink
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _run_off_loop(write: Callable[[Any], None], details: Any) -> None:
+    """``write(details)`` on a heartbeat thread; its exception is raised here."""
+    global _off_loop
+    with _off_loop_lock:
+        if _off_loop is None:
+            _off_loop = ThreadPoolExecutor(1, thread_name_prefix="weft-heartbeat")
+        pool = _off_loop
+
+    def on_thread() -> None:
+        refresh_connections()  # a broken connection is dropped, a healthy one kept
+        write(details)
+
+    pool.submit(on_thread).result()
+
+
+def close_heartbeat_thread() -> None:
+    """End the heartbeat thread (if one was started) and close its connections."""
+    global _off_loop
+    with _off_loop_lock:
+        pool, _off_loop = _off_loop, None
+    if pool is not None:
+        pool.submit(connections.close_all).result()
+        pool.shutdown(wait=True)
 
 
 def _fence_epoch(fence: list[Condition]) -> int:
