@@ -17,6 +17,7 @@ _LAZY = {
     "client": ("weft_django.engine.client", None),
     "activity_info": ("weft_django.engine.activity_context", "activity_info"),
     "ActivityInfo": ("weft_django.engine.activity_context", "ActivityInfo"),
+    "ActivityCancelled": ("weft_django.errors", "ActivityCancelled"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.engine.activity_context import activity_info as activity_info
     from weft_django.engine.definitions import activity as activity
     from weft_django.engine.definitions import workflow as workflow
+    from weft_django.errors import ActivityCancelled as ActivityCancelled
 
 
 def __getattr__(name: str) -> Any:
@@ -38,4 +40,12 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["ActivityInfo", "__version__", "activity", "activity_info", "client", "workflow"]
+__all__ = [
+    "ActivityCancelled",
+    "ActivityInfo",
+    "__version__",
+    "activity",
+    "activity_info",
+    "client",
+    "workflow",
+]

@@ -16,7 +16,7 @@ Lost races inside the claim protocol are *not* errors (SPEC §4.9: registry
 methods return result objects); these are raised only at the edges where a
 caller asked for something specific and cannot have it.
 
-Longer than 400 lines: a catalogue of eighteen small public classes, read as one.
+Longer than 400 lines: a catalogue of nineteen small public classes, read as one.
 """
 
 from __future__ import annotations
@@ -257,8 +257,7 @@ class InvalidTransitionError(WeftError):
 
     def _message(self) -> str:
         return (
-            f'Cannot {self.action} workflow "{self.workflow_id}": its latest run is '
-            f"{self.status}."
+            f'Cannot {self.action} workflow "{self.workflow_id}": its latest run is {self.status}.'
         )
 
 
@@ -397,6 +396,27 @@ class PayloadError(WeftError, ValueError):
         return f"Invalid {self.what}: {self.reason}"
 
 
+@_error
+class ActivityCancelled(WeftError):
+    """Raised inside an activity by ``heartbeat()``: its attempt must stop.
+
+    The workflow was cancelled, suspended or timed out, the attempt timed out,
+    or this engine lost the claim: whatever the activity returns now would be
+    discarded, so it should clean up and let the exception propagate.
+    """
+
+    code = "activity_cancelled"
+    http_status = 409
+    workflow_id: str
+    reason: str
+
+    def _message(self) -> str:
+        return (
+            f'The activity attempt of workflow "{self.workflow_id}" must stop: {self.reason}. '
+            "Its result would be discarded; let this exception propagate."
+        )
+
+
 ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     WorkflowClaimUnavailableError,
     OwnershipModeMismatchError,
@@ -416,6 +436,7 @@ ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     WorkflowFailedError,
     NotLocallyOwned,
     PayloadError,
+    ActivityCancelled,
 )
 """Every concrete error class (the abstract base ``WeftError`` is not listed)."""
 

@@ -1,6 +1,6 @@
 """Durable state only (SPEC §4.1): claims, claim events, the mode marker, the
 global lease, engine records, and the runs with their journal, timers,
-buffered signals and async activities.
+buffered signals, async activities and activity heartbeats.
 
 Why these shapes:
 - ``WorkflowClaim`` is keyed by the workflow id, not a foreign key: it
@@ -45,6 +45,7 @@ __all__ = [
     "LIVE_STATUSES",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
+    "ActivityHeartbeat",
     "AsyncActivity",
     "AsyncStatus",
     "ClaimEvent",
@@ -62,6 +63,7 @@ __all__ = [
     "WorkflowClaim",
     "WorkflowRun",
 ]
+
 
 class WorkflowClaim(models.Model):
     """A workflow id's ownership record; the row is the per-workflow mutex."""
@@ -309,3 +311,32 @@ class AsyncActivity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.target or 'async'} ({self.status})"
+
+
+class ActivityHeartbeat(models.Model):
+    """The latest heartbeat of an activity command of a run: its progress.
+
+    One row per ``(run, position)``, overwritten by each durable heartbeat
+    of any attempt (``engine.heartbeats``), never read by replay: progress is
+    for people (admin, API), not part of the workflow's history. Written
+    under the claim fence but without touching ``WorkflowRun.version``, so a
+    heartbeat never disturbs the turn's optimistic write; deleted with the
+    run (cascade), so retention purges it too.
+    """
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="heartbeats")
+    position = models.IntegerField(help_text="the activity command's journal position")
+    attempt = models.IntegerField(help_text="1-based attempt that sent it")
+    details = models.JSONField(null=True, blank=True)
+    beat_at = models.BigIntegerField(help_text="engine clock, ms")
+    engine_id = models.CharField(max_length=200, blank=True, default="")
+    epoch = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="weft_heartbeat_run_position")
+        ]
+
+    def __str__(self) -> str:
+        return f"position {self.position}, attempt {self.attempt}"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -269,3 +270,28 @@ def test_staff_without_permissions_cannot_act(populated: Populated, client: Clie
         {"action": "force_release", "_selected_action": [claim.pk], "post": "yes"},
     )
     assert WorkflowClaim.objects.get(pk=populated.sleeper).epoch == claim.epoch
+
+
+def test_run_change_page_shows_activity_progress(
+    populated: Populated, admin_client: Client
+) -> None:
+    from weft_django.engine.heartbeats import heartbeat_sink
+    from weft_django.inspection import format_ms
+    from weft_django.models import ActivityHeartbeat
+
+    run = _latest(populated.sleeper)
+    engine = populated.env.engine
+    sink = heartbeat_sink(engine, run_id=run.pk, workflow_id=run.workflow_id, position=0, attempt=3)
+    sink({"copied": 41, "note": "<b>not html</b>"})
+    beat = ActivityHeartbeat.objects.get(run=run)
+    body = admin_client.get(_url(WorkflowRun, "change", run.pk)).content.decode()
+    assert "Activity progress" in body
+    assert "&quot;copied&quot;: 41" in body  # pretty-printed JSON, escaped
+    assert "<b>not html</b>" not in body and "&lt;b&gt;not html&lt;/b&gt;" in body
+    assert format_ms(beat.beat_at) in body
+    assert re.search(r'class="field-attempt">\s*<p>3</p>', body), "the attempt column"
+    assert re.search(r'class="field-engine">\s*<p><a href="[^"]+">' + engine.engine_id, body)
+    # A run without heartbeats renders the section empty, without error.
+    other = _latest(populated.waiter)
+    response = admin_client.get(_url(WorkflowRun, "change", other.pk))
+    assert response.status_code == 200 and "copied" not in response.content.decode()

@@ -89,6 +89,7 @@ SAMPLES: dict[type[WeftError], dict[str, Any]] = dict(
         ),
         (errors_module.NotLocallyOwned, {"workflow_id": "wf-10", "held_by": "engine-c"}),
         (PayloadError, {"what": "workflow input", "reason": "not JSON serialisable"}),
+        (errors_module.ActivityCancelled, {"workflow_id": "wf-11", "reason": "claim lost"}),
     ]
 )
 
@@ -104,7 +105,7 @@ def test_every_public_error_class_is_listed_and_sampled() -> None:
         if inspect.isclass(obj) and issubclass(obj, WeftError) and obj is not WeftError
     }
     assert set(ERROR_CLASSES) == public
-    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 18
+    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 19
     assert set(SAMPLES) == public
     assert set(errors_module.__all__) >= {c.__name__ for c in public}
 
@@ -138,6 +139,7 @@ def test_codes_are_unique_stable_snake_case() -> None:
         (errors_module.WorkflowFailedError, 500),
         (errors_module.NotLocallyOwned, 409),
         (PayloadError, 400),
+        (errors_module.ActivityCancelled, 409),
     ],
 )
 def test_http_status(cls: type[WeftError], status: int) -> None:

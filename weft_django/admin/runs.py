@@ -1,4 +1,5 @@
-"""Runs: their owner, journal, timers and claim history; actions through ``client``."""
+"""Runs: their owner, journal, timers, activity progress and claim history; actions
+through ``client``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from weft_django.clock import wall_ms
 from weft_django.engine import client
 from weft_django.errors import WeftError
 from weft_django.inspection import claim_state, format_age, format_ms
-from weft_django.models import JournalEntry, Timer, WorkflowClaim, WorkflowRun
+from weft_django.models import ActivityHeartbeat, JournalEntry, Timer, WorkflowClaim, WorkflowRun
 
 from .base import ReadOnlyInline, WeftDatabaseMixin, actor, admin_link, db, json_text, pre_json
 from .timeline import claim_timeline, journal_timeline
@@ -62,16 +63,42 @@ class TimerInline(ReadOnlyInline):
         return format_ms(timer.dispatched_at)
 
 
+class ActivityHeartbeatInline(ReadOnlyInline):
+    """The latest heartbeat of each activity command: what the activity reported."""
+
+    model = ActivityHeartbeat
+    fields = ("position", "attempt", "details_pretty", "beat", "engine", "epoch")
+    readonly_fields = fields
+    ordering = ("position",)
+    verbose_name = "activity progress"
+    verbose_name_plural = "Activity progress"
+
+    @admin.display(description="details")
+    def details_pretty(self, beat: ActivityHeartbeat) -> SafeString:
+        return pre_json(beat.details)
+
+    @admin.display(description="beat at")
+    def beat(self, beat: ActivityHeartbeat) -> str:
+        return format_ms(beat.beat_at)
+
+    @admin.display(description="engine")
+    def engine(self, beat: ActivityHeartbeat) -> str:
+        if not beat.engine_id:
+            return "-"
+        return admin_link("admin:weft_enginerecord_change", beat.engine_id, beat.engine_id)
+
+
 @admin.register(WorkflowRun)
 class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
-    """Runs with their owner, journal, timers and claim history; actions via ``client``."""
+    """Runs with their owner, journal, timers, activity progress and claim history;
+    actions via ``client``."""
 
     list_display = ("workflow_id", "name", "status", "owner_engine", "claim_epoch", "age")
     list_filter = ("status", "name")
     search_fields = ("workflow_id", "idempotency_key")
     search_help_text = "workflow id or idempotency key"
     list_per_page = 50
-    inlines = (JournalEntryInline, TimerInline)
+    inlines = (JournalEntryInline, TimerInline, ActivityHeartbeatInline)
     actions = ("cancel_runs", "suspend_runs", "resume_runs", "retry_runs")
     readonly_fields = (
         "id",
@@ -243,4 +270,4 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
         self._apply(request, queryset, "retried", lambda wid, who: client.retry(wid))
 
 
-__all__ = ["JournalEntryInline", "TimerInline", "WorkflowRunAdmin"]
+__all__ = ["ActivityHeartbeatInline", "JournalEntryInline", "TimerInline", "WorkflowRunAdmin"]

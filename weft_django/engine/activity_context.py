@@ -24,11 +24,19 @@ attempt, the executor that runs it (its timeouts) and the activity itself:
 whoever learns first that the attempt must stop (a timeout, a cancel seen by
 the turn, a heartbeat write the fence refused) calls ``cancel``; the next
 heartbeat then raises ``ActivityCancelled`` inside the activity.
+
+Heartbeats are cheap to call and throttled to write: liveness
+(``last_beat_ms``, what ``heartbeat_timeout`` watches) is recorded on every
+call, in memory; the durable write (the attempt's ``HeartbeatSink``, a
+fenced batch) happens on the first call of an attempt and then at most once
+per ``HEARTBEAT_WRITE_INTERVAL_MS``, carrying the latest details. So an
+activity may heartbeat in a tight loop without loading the database.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -36,7 +44,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from weft_django.engine.payload import normalize
+from weft_django.errors import ActivityCancelled, PayloadError
+
 __all__ = [
+    "HEARTBEAT_WRITE_INTERVAL_MS",
     "ActivityInfo",
     "AttemptControl",
     "HeartbeatSink",
@@ -44,6 +56,11 @@ __all__ = [
     "activity_scope",
     "idempotency_key",
 ]
+
+logger = logging.getLogger("weft_django.engine")
+
+HEARTBEAT_WRITE_INTERVAL_MS = 1_000
+"""At most one durable heartbeat write per attempt in this many ms (the first is immediate)."""
 
 
 class HeartbeatSink(Protocol):
@@ -78,6 +95,9 @@ class AttemptControl:
         self.started_ms = clock_ms()
         self.last_beat_ms = self.started_ms
         self.details: Any = None
+        # Engine-clock ms of the last durable write this attempt began (None: none
+        # yet); reserved under ``_lock`` so concurrent heartbeats write once.
+        self.last_write_ms: int | None = None
         self._cancelled = threading.Event()
         self.cancel_reason = ""
         self._lock = threading.Lock()
@@ -97,6 +117,32 @@ class AttemptControl:
         """No heartbeat for longer than ``heartbeat_timeout_ms``."""
         timeout = self.heartbeat_timeout_ms
         return timeout is not None and now_ms - self.last_beat_ms > timeout
+
+    def note_alive(self) -> None:
+        """A heartbeat without (valid) details: liveness only."""
+        with self._lock:
+            self.last_beat_ms = self.clock_ms()
+
+    def record_beat(self, details: Any) -> bool:
+        """Note a heartbeat now with its details; ``True`` when a durable write is due.
+
+        Due: no write yet in this attempt, or the last one began at least
+        ``HEARTBEAT_WRITE_INTERVAL_MS`` ago. A due write is reserved here, so
+        two threads beating at once write once.
+        """
+        with self._lock:
+            now = self.clock_ms()
+            self.last_beat_ms = now
+            self.details = details
+            last = self.last_write_ms
+            if last is not None and now - last < HEARTBEAT_WRITE_INTERVAL_MS:
+                return False
+            self.last_write_ms = now
+            return True
+
+    def latest_details(self) -> Any:
+        with self._lock:
+            return self.details
 
 
 @dataclass(frozen=True)
@@ -122,6 +168,63 @@ class ActivityInfo:
     deadline: datetime | None
     control: AttemptControl | None = field(default=None, repr=False, compare=False)
     """The engine's handle on this attempt (``heartbeat`` goes through it)."""
+
+    def heartbeat(self, details: Any = None) -> None:
+        """Report that this attempt is alive, with optional progress ``details``.
+
+        Every call counts as liveness for ``@activity(heartbeat_timeout=...)``.
+        ``details`` (any JSON payload: dataclasses and pydantic models too)
+        are shown in the admin and the API; they are stored on the first
+        heartbeat of the attempt and then at most once a second, the latest
+        details winning, so calling this in a tight loop is fine.
+
+        Raises ``ActivityCancelled`` when the attempt must stop: the workflow
+        was cancelled, suspended or timed out, the attempt timed out, or this
+        engine lost the workflow's claim. Let it propagate (clean up in a
+        ``finally``): the attempt's result would be discarded anyway.
+
+        Details that are not a valid payload (over ``MAX_PAYLOAD_BYTES``,
+        NaN, not JSON) do not fail the activity: one warning is logged
+        naming the workflow, the position and what was wrong (the size), the
+        previously reported details are kept, and the call returns; the
+        heartbeat still counts as liveness.
+
+        Raises ``RuntimeError`` on an ``ActivityInfo`` the engine did not
+        make (built by hand, in a test): there is no attempt to report on.
+        """
+        control = self.control
+        if control is None:
+            raise RuntimeError(
+                "heartbeat() only works inside an activity the engine runs: this "
+                f"ActivityInfo (workflow {self.workflow_id!r}, position {self.position}) "
+                "has no attempt control (was it built by hand?)"
+            )
+        self._raise_if_cancelled(control)
+        try:
+            value = normalize("heartbeat details", details)
+        except PayloadError as exc:
+            control.note_alive()
+            logger.warning(
+                "heartbeat of the activity at position %d of workflow %r (attempt %d) "
+                "ignored its details, keeping the previous ones: %s",
+                self.position,
+                self.workflow_id,
+                self.attempt,
+                exc,
+            )
+            return
+        if not control.record_beat(value) or control.sink is None:
+            return
+        try:
+            control.sink(control.latest_details())
+        except ActivityCancelled as exc:
+            control.cancel(exc.reason)
+            raise
+        self._raise_if_cancelled(control)
+
+    def _raise_if_cancelled(self, control: AttemptControl) -> None:
+        if control.cancelled:
+            raise ActivityCancelled(self.workflow_id, control.cancel_reason or "cancelled")
 
 
 _CURRENT: ContextVar[ActivityInfo | None] = ContextVar("weft_activity_info", default=None)

@@ -29,6 +29,7 @@ from .requests import (
 )
 from .responses import (
     TOKEN_HASH_PREFIX_LEN,
+    ActivityHeartbeatSerializer,
     ClaimEventSerializer,
     ClaimSerializer,
     EngineSerializer,
@@ -56,6 +57,7 @@ from .results import (
 __all__ = [
     "MAX_DURATION_SECONDS",
     "TOKEN_HASH_PREFIX_LEN",
+    "ActivityHeartbeatSerializer",
     "AsyncErrorSerializer",
     "AsyncSettledSerializer",
     "ClaimCountsSerializer",

@@ -1,4 +1,5 @@
-"""Response bodies that are rows: runs, journal entries, claim events, claims, engines.
+"""Response bodies that are rows: runs, journal entries, heartbeats, claim events,
+claims, engines.
 
 Why ``ModelSerializer`` with ``source=``: each body is a row (plus a few
 values the read model annotates on the queryset: a claim's ``state``, an
@@ -18,6 +19,7 @@ from weft_django.inspection import CLAIM_STATES, engine_counters
 from weft_django.models import (
     CLAIM_EVENT_KINDS,
     RUN_STATUSES,
+    ActivityHeartbeat,
     AsyncActivity,
     ClaimEvent,
     EngineRecord,
@@ -64,6 +66,25 @@ class PendingAsyncSerializer(serializers.ModelSerializer):
         fields = ("token_hash_prefix", "target", "position", "created_at")
 
 
+class ActivityHeartbeatSerializer(serializers.ModelSerializer):
+    """The latest heartbeat of an activity command: its reported progress."""
+
+    position = serializers.IntegerField(help_text="The activity command's journal position.")
+    attempt = serializers.IntegerField(help_text="The attempt (1-based) that reported it.")
+    details = JSONPayloadField(
+        what="heartbeat details",
+        allow_null=True,
+        help_text="What the activity passed to activity_info().heartbeat(details).",
+    )
+    beat_at = serializers.IntegerField(help_text="When it was stored, ms (engine clock).")
+    engine_id = serializers.CharField(allow_blank=True, help_text="The engine that stored it.")
+    epoch = serializers.IntegerField(help_text="The claim epoch that engine held.")
+
+    class Meta:
+        model = ActivityHeartbeat
+        fields = ("position", "attempt", "details", "beat_at", "engine_id", "epoch")
+
+
 class WorkflowSummarySerializer(serializers.ModelSerializer):
     workflow_id = serializers.CharField()
     run_id = serializers.UUIDField(source="pk")
@@ -97,6 +118,7 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
     # ``pending_async_token`` and ``pending_async_activities`` are not columns of
     # the run: ``views.base.detail_response`` sets them on the instance from
     # ``client.ownership_status`` and the run's pending ``AsyncActivity`` rows.
+    # ``heartbeats`` is the reverse relation, which it prefetches by position.
 
     input = JSONPayloadField(what="input", allow_null=True)
     result = JSONPayloadField(what="result", allow_null=True)
@@ -117,6 +139,11 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
     pending_async_activities = PendingAsyncSerializer(
         many=True, help_text="Every pending async activity of the run, by position."
     )
+    heartbeats = ActivityHeartbeatSerializer(
+        many=True,
+        help_text="The latest heartbeat of each activity command that reported progress, "
+        "by position (detail views only).",
+    )
 
     class Meta(WorkflowSummarySerializer.Meta):
         fields = (
@@ -134,6 +161,7 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
             "suspended_reason",
             "pending_async_token",
             "pending_async_activities",
+            "heartbeats",
         )
 
 
@@ -263,6 +291,7 @@ class EngineSerializer(serializers.ModelSerializer):
 
 __all__ = [
     "TOKEN_HASH_PREFIX_LEN",
+    "ActivityHeartbeatSerializer",
     "ClaimEventSerializer",
     "ClaimSerializer",
     "EngineSerializer",

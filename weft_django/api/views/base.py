@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from rest_framework import exceptions, serializers
 from rest_framework.generics import GenericAPIView
 from rest_framework.metadata import SimpleMetadata
@@ -38,7 +38,7 @@ from weft_django.api.serializers import WorkflowDetailSerializer
 from weft_django.conf import get_settings
 from weft_django.engine import client
 from weft_django.errors import WeftError, WorkflowNotFound
-from weft_django.models import AsyncActivity, AsyncStatus, WorkflowRun
+from weft_django.models import ActivityHeartbeat, AsyncActivity, AsyncStatus, WorkflowRun
 
 
 def db() -> str:
@@ -91,7 +91,9 @@ def detail_response(run: WorkflowRun, status: int = 200, **kwargs: Any) -> Respo
 
     Sets on the instance what is not a column of the run: the claim's epoch
     and owner (``client.ownership_status``, the client's one reading of a
-    claim) and the pending async activities, by position.
+    claim) and the pending async activities, by position; prefetches the
+    activities' latest heartbeats, by position (only detail views pay for
+    them: lists never read the relation).
     """
     ownership = client.ownership_status(run.workflow_id)
     holder = ownership["holder"]
@@ -100,6 +102,10 @@ def detail_response(run: WorkflowRun, status: int = 200, **kwargs: Any) -> Respo
         .filter(run_id=run.pk, status=AsyncStatus.PENDING)
         .order_by("position")
     )
+    # ``run.heartbeats`` is the reverse relation: prefetched, so the serializer
+    # reads it from the cache (one query, by position).
+    heartbeats = ActivityHeartbeat.objects.using(db()).order_by("position")
+    prefetch_related_objects([run], Prefetch("heartbeats", queryset=heartbeats))
     extra = {
         "epoch": ownership["epoch"],
         "owner": {**holder, "expired": ownership["expired"]} if holder is not None else None,
