@@ -31,6 +31,7 @@ from weft_django.engine import records
 from weft_django.engine.activities import ActivityOutcome
 from weft_django.engine.db_connections import mark_engine_thread
 from weft_django.engine.executor import ActivityExecutor
+from weft_django.engine.heartbeats import close_heartbeat_thread
 from weft_django.engine.local_scheduler import LocalScheduler
 from weft_django.engine.loops import SideTasks
 from weft_django.engine.maintenance import Maintenance
@@ -200,6 +201,7 @@ class Engine:
         self.scheduler.stop(grace)
         if self._activity_executor is not None:
             self._activity_executor.shutdown(wait=False)
+        close_heartbeat_thread()
         self._tasks.renew_stop.set()
         self._tasks.join(timeout=max(1.0, grace))
         try:
