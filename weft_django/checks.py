@@ -14,6 +14,8 @@ weft.E018  not a positive integer        weft.E019  API_PERMISSION_CLASSES not d
 weft.E020  DATABASE not an alias         weft.E021  WAKE_BACKENDS not dotted paths
 weft.E022  PROMETHEUS_COLLECTOR not a bool
 weft.E023  TURN_MAX_FAILURES not an integer >= 1
+weft.E024  ACTIVITY_CONCURRENCY not an integer >= 1
+weft.E025  WORKFLOW_CACHE_SIZE not an integer >= 0
 weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
 
 The settings rules live in ``conf`` and the database capability rule in

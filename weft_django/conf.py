@@ -59,6 +59,8 @@ DEFAULTS: dict[str, Any] = {
     "WAKE_BACKENDS": ("weft_django.transports.notify.NotifyBackend",),
     "PROMETHEUS_COLLECTOR": None,
     "TURN_MAX_FAILURES": 5,
+    "ACTIVITY_CONCURRENCY": 16,
+    "WORKFLOW_CACHE_SIZE": 1000,
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -83,6 +85,8 @@ CHECK_IDS: Final[dict[str, str]] = {
     "bad-wake-backends": "weft.E021",
     "bad-prometheus-collector": "weft.E022",
     "bad-turn-max-failures": "weft.E023",
+    "bad-activity-concurrency": "weft.E024",
+    "bad-workflow-cache-size": "weft.E025",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -107,6 +111,10 @@ DESCRIPTIONS: dict[str, str] = {
     "(None: when django_prometheus is installed)",
     "TURN_MAX_FAILURES": "turns in a row that may raise out of the engine (retried with "
     "backoff) before the run is suspended with the error",
+    "ACTIVITY_CONCURRENCY": "activity attempts one engine process (or one Celery pool process) "
+    "runs at once; separate from WORKER_CONCURRENCY",
+    "WORKFLOW_CACHE_SIZE": "workflows whose live generator an engine keeps between turns "
+    "(0 turns the cache off)",
 }
 
 
@@ -146,6 +154,8 @@ class WeftSettings:
     #: ``None``: decide by whether ``django_prometheus`` is installed.
     prometheus_collector: bool | None = DEFAULTS["PROMETHEUS_COLLECTOR"]
     turn_max_failures: int = DEFAULTS["TURN_MAX_FAILURES"]
+    activity_concurrency: int = DEFAULTS["ACTIVITY_CONCURRENCY"]
+    workflow_cache_size: int = DEFAULTS["WORKFLOW_CACHE_SIZE"]
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -185,6 +195,11 @@ def legacy_prometheus_collector() -> bool | None:
 
 def _dotted_paths(value: object) -> bool:
     return isinstance(value, list | tuple) and all(isinstance(p, str) and p for p in value)
+
+
+def _int_at_least(value: object, minimum: int) -> bool:
+    """An ``int`` (not a ``bool``) of at least ``minimum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
 def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsProblem]]:
@@ -334,7 +349,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
 
     # At least one attempt: 0 would suspend a run before its first turn ran.
     max_failures = merged["TURN_MAX_FAILURES"]
-    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1:
+    if not _int_at_least(max_failures, 1):
         problems.append(
             SettingsProblem(
                 CHECK_IDS["bad-turn-max-failures"],
@@ -343,6 +358,30 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
             )
         )
         max_failures = DEFAULTS["TURN_MAX_FAILURES"]
+
+    # At least one slot: 0 would leave every activity queued forever.
+    activity_concurrency = merged["ACTIVITY_CONCURRENCY"]
+    if not _int_at_least(activity_concurrency, 1):
+        problems.append(
+            SettingsProblem(
+                CHECK_IDS["bad-activity-concurrency"],
+                "WEFT['ACTIVITY_CONCURRENCY'] must be an integer of at least 1 (the activity "
+                f"attempts one engine process runs at once), got {activity_concurrency!r}",
+            )
+        )
+        activity_concurrency = DEFAULTS["ACTIVITY_CONCURRENCY"]
+
+    # 0 is allowed: it turns the cache off (every turn replays from the journal).
+    cache_size = merged["WORKFLOW_CACHE_SIZE"]
+    if not _int_at_least(cache_size, 0):
+        problems.append(
+            SettingsProblem(
+                CHECK_IDS["bad-workflow-cache-size"],
+                "WEFT['WORKFLOW_CACHE_SIZE'] must be an integer of at least 0 (the workflows "
+                f"an engine keeps live between turns; 0 turns the cache off), got {cache_size!r}",
+            )
+        )
+        cache_size = DEFAULTS["WORKFLOW_CACHE_SIZE"]
 
     settings = WeftSettings(
         ownership=cast(OwnershipMode, ownership),
@@ -363,6 +402,8 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         wake_backends=tuple(backends),
         prometheus_collector=collector,
         turn_max_failures=max_failures,
+        activity_concurrency=activity_concurrency,
+        workflow_cache_size=cache_size,
         raw=dict(user),
     )
     return settings, problems

@@ -3,14 +3,16 @@
 Why this module exists: losing a claim or discarding a stale wake is *correct*
 behaviour under fenced ownership (another engine took over; this one must
 stop), so it must not raise -- but an operator has to be able to see it, and
-a test suite has to be able to assert it. Each event is therefore reported
-twice through one helper:
+a test suite has to be able to assert it. The same holds for an activity
+thread abandoned still running (it cannot be stopped; the engine goes on).
+Each event is therefore reported twice through one helper:
 
 * ``warnings.warn(<instance>)`` with a ``RuntimeWarning`` subclass that
   carries its fields as attributes (``pytest.warns`` / ``-W error`` friendly;
   a project running pytest with ``-W error`` adds
   ``ignore::weft_django.warnings.WeftWarning`` to its ``filterwarnings``);
-* a WARNING on the ``weft_django.ownership`` logger whose record carries
+* a WARNING on the ``weft_django.ownership`` logger (``weft_django.engine``
+  for the activity warning) whose record carries
   ``record.weft = {..fields, "event": <name>}`` for structured log pipelines.
 
 The closed sets these warnings carry (``WakeKind``, ``LeaseLostReason``) are
@@ -31,16 +33,19 @@ __all__ = [
     "WARNING_CLASSES",
     "LeaseLostReason",
     "WakeKind",
+    "WeftActivityAbandonedWarning",
     "WeftLeaseLostWarning",
     "WeftWarning",
     "WeftWorkflowClaimLostWarning",
     "WeftWorkflowWakeDiscardedWarning",
+    "warn_activity_abandoned",
     "warn_claim_lost",
     "warn_lease_lost",
     "warn_wake_discarded",
 ]
 
 logger = logging.getLogger("weft_django.ownership")
+engine_logger = logging.getLogger("weft_django.engine")
 
 
 def _rebuild_warning(cls: type[WeftWarning], fields: dict[str, Any]) -> WeftWarning:
@@ -113,21 +118,51 @@ class WeftLeaseLostWarning(WeftWarning):
         super().__init__(message)
 
 
+class WeftActivityAbandonedWarning(WeftWarning):
+    """A sync activity's thread was abandoned still running: Python cannot stop it.
+
+    Raised once per activity name per process, the first time an attempt of
+    it timed out (``timeout``, ``heartbeat_timeout``) or its result stopped
+    being wanted while its thread was still running. The thread keeps running
+    to its end; its result is dropped. The
+    ``weft_activity_abandoned_threads_total`` counter counts every such thread.
+    """
+
+    _fields = ("activity", "reason")
+
+    def __init__(self, activity: str, reason: str) -> None:
+        self.activity = activity
+        self.reason = reason
+        super().__init__(
+            f'activity "{activity}" was abandoned while its thread was still running '
+            f"({reason}): a Python thread cannot be stopped, so it keeps running to its end "
+            "and its result is dropped. Make the activity return (or heartbeat and stop on "
+            "ActivityCancelled), or write it as an async def, whose timeout cancels it. "
+            "This warning is shown once per activity per process."
+        )
+
+
 WARNING_CLASSES: Final[tuple[type[WeftWarning], ...]] = (
     WeftWorkflowClaimLostWarning,
     WeftWorkflowWakeDiscardedWarning,
     WeftLeaseLostWarning,
+    WeftActivityAbandonedWarning,
 )
 """Every concrete warning class (the docs test compares against this)."""
 
 
-def _report(instance: WeftWarning, event: str, extra_fields: dict[str, Any]) -> None:
+def _report(
+    instance: WeftWarning,
+    event: str,
+    extra_fields: dict[str, Any],
+    log: logging.Logger = logger,
+) -> None:
     # stacklevel=3: this helper -> warn_* -> the caller of warn_*, which is the
     # code that detected the event (same attribution as ``stacklevel=2`` from
     # inside warn_*).
     warnings.warn(instance, stacklevel=3)
     payload: dict[str, Any] = {**extra_fields, **instance.fields(), "event": event}
-    logger.warning("%s", instance, extra={"weft": payload})
+    log.warning("%s", instance, extra={"weft": payload})
 
 
 def warn_claim_lost(workflow_id: str, **fields: Any) -> WeftWorkflowClaimLostWarning:
@@ -160,4 +195,18 @@ def warn_lease_lost(
     """Warn and log that engine ``holder_id`` lost (or could not confirm) the global lease."""
     instance = WeftLeaseLostWarning(holder_id, reason)
     _report(instance, "lease_lost", fields)
+    return instance
+
+
+def warn_activity_abandoned(
+    activity: str, reason: str, **fields: Any
+) -> WeftActivityAbandonedWarning:
+    """Warn and log (on ``weft_django.engine``) that ``activity``'s thread was abandoned.
+
+    The caller decides how often (the executor: once per activity name per
+    process). ``fields`` (e.g. ``workflow_id``, ``position``) are added to the
+    structured log record.
+    """
+    instance = WeftActivityAbandonedWarning(activity, reason)
+    _report(instance, "activity_abandoned", fields, engine_logger)
     return instance

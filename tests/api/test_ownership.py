@@ -109,6 +109,7 @@ def test_metrics_sums_every_engine(api: Any) -> None:
                 "attempts": {"acquired": acquired, "takeover": 1},
                 "active_claims": active,
                 "renewal_failures": 1,
+                "abandoned_activity_threads": 3,
                 "wakes": [
                     {"kind": "signal", "decision": "proceed", "transport": "polling", "count": 2}
                 ],
@@ -139,6 +140,7 @@ def test_metrics_sums_every_engine(api: Any) -> None:
     }
     assert body["active_claims"] == 2  # the stopped engine's gauge does not count
     assert body["renewal_failures"] == 2
+    assert body["abandoned_activity_threads"] == 6  # a counter: stopped engines count
     assert body["wakes"] == [
         {"kind": "signal", "decision": "proceed", "transport": "polling", "count": 4}
     ]

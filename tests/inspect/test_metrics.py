@@ -137,6 +137,29 @@ def test_garbage_metrics_rows_are_ignored() -> None:
     assert "weird" not in text
 
 
+@pytest.mark.django_db
+def test_abandoned_activity_threads_are_summed_over_live_and_stopped_engines() -> None:
+    EngineRecord.objects.all().delete()
+    now = wall_ms()
+    for engine_id, abandoned, stopped in (("ab-1", 2, None), ("ab-2", 3, now)):
+        EngineRecord.objects.create(
+            engine_id=engine_id,
+            mode="workflow-lease",
+            started_at=now,
+            heartbeat_at=now,
+            stopped_at=stopped,
+            metrics={"version": 1, "abandoned_activity_threads": abandoned},
+        )
+    registry = CollectorRegistry()
+    prometheus.register(registry)
+    try:
+        text = generate_latest(registry).decode()
+    finally:
+        prometheus.unregister(registry)
+    assert "# TYPE weft_activity_abandoned_threads_total counter" in text
+    assert value(weft_samples(text), "weft_activity_abandoned_threads_total") == 5
+
+
 def test_registration_is_idempotent_and_never_queries() -> None:
     # No django_db mark: any query here would raise (pytest-django blocks it).
     registry = CollectorRegistry()

@@ -201,6 +201,16 @@ def test_unknown_key_is_e007_naming_it() -> None:
         ("TURN_MAX_FAILURES", True, "weft.E023"),
         ("TURN_MAX_FAILURES", 2.5, "weft.E023"),
         ("TURN_MAX_FAILURES", "5", "weft.E023"),
+        ("ACTIVITY_CONCURRENCY", 0, "weft.E024"),
+        ("ACTIVITY_CONCURRENCY", -1, "weft.E024"),
+        ("ACTIVITY_CONCURRENCY", True, "weft.E024"),
+        ("ACTIVITY_CONCURRENCY", 4.0, "weft.E024"),
+        ("ACTIVITY_CONCURRENCY", "16", "weft.E024"),
+        ("WORKFLOW_CACHE_SIZE", -1, "weft.E025"),
+        ("WORKFLOW_CACHE_SIZE", False, "weft.E025"),
+        ("WORKFLOW_CACHE_SIZE", 10.5, "weft.E025"),
+        ("WORKFLOW_CACHE_SIZE", None, "weft.E025"),
+        ("WORKFLOW_CACHE_SIZE", "1000", "weft.E025"),
     ],
 )
 def test_each_kind_of_bad_value_has_its_own_id_naming_the_key(
@@ -319,3 +329,32 @@ def test_turn_max_failures_defaults_to_five_and_accepts_one() -> None:
     assert (settings.turn_max_failures, problems) == (1, [])
     [problem] = build_settings({"TURN_MAX_FAILURES": 0})[1]
     assert "got 0" in problem.message
+
+
+def test_activity_concurrency_defaults_to_sixteen_and_accepts_one() -> None:
+    assert build_settings({})[0].activity_concurrency == 16
+    settings, problems = build_settings({"ACTIVITY_CONCURRENCY": 1})
+    assert (settings.activity_concurrency, problems) == (1, [])
+    [problem] = build_settings({"ACTIVITY_CONCURRENCY": 0})[1]
+    assert "got 0" in problem.message
+    # Independent of WORKER_CONCURRENCY.
+    both = build_settings({"ACTIVITY_CONCURRENCY": 3, "WORKER_CONCURRENCY": 7})[0]
+    assert (both.activity_concurrency, both.worker_concurrency) == (3, 7)
+
+
+def test_workflow_cache_size_defaults_to_a_thousand_and_zero_turns_it_off() -> None:
+    assert build_settings({})[0].workflow_cache_size == 1000
+    settings, problems = build_settings({"WORKFLOW_CACHE_SIZE": 0})
+    assert (settings.workflow_cache_size, problems) == (0, [])
+    [problem] = build_settings({"WORKFLOW_CACHE_SIZE": -5})[1]
+    assert "got -5" in problem.message
+
+
+def test_the_new_settings_work_as_engine_overrides() -> None:
+    base = build_settings({})[0]
+    changed = base.with_overrides(activity_concurrency=2, workflow_cache_size=0)
+    assert (changed.activity_concurrency, changed.workflow_cache_size) == (2, 0)
+    with pytest.raises(ImproperlyConfigured, match="ACTIVITY_CONCURRENCY"):
+        base.with_overrides(activity_concurrency=0)
+    with pytest.raises(ImproperlyConfigured, match="WORKFLOW_CACHE_SIZE"):
+        base.with_overrides(workflow_cache_size=-1)

@@ -28,10 +28,12 @@ from weft_django.errors import (
 from weft_django.warnings import (
     WAKE_KINDS,
     WARNING_CLASSES,
+    WeftActivityAbandonedWarning,
     WeftLeaseLostWarning,
     WeftWarning,
     WeftWorkflowClaimLostWarning,
     WeftWorkflowWakeDiscardedWarning,
+    warn_activity_abandoned,
     warn_claim_lost,
     warn_lease_lost,
     warn_wake_discarded,
@@ -218,6 +220,7 @@ def test_warning_classes() -> None:
         WeftWorkflowClaimLostWarning,
         WeftWorkflowWakeDiscardedWarning,
         WeftLeaseLostWarning,
+        WeftActivityAbandonedWarning,
     ) == WARNING_CLASSES
     for cls in WARNING_CLASSES:
         assert issubclass(cls, WeftWarning) and issubclass(cls, RuntimeWarning)
@@ -287,6 +290,27 @@ def test_warn_lease_lost(reason: Any, phrase: str, caplog: pytest.LogCaptureFixt
     assert weft == {"epoch": 3, "holder_id": "engine-z", "reason": reason, "event": "lease_lost"}
 
 
+def test_warn_activity_abandoned_logs_on_the_engine_logger(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="weft_django.engine")
+    with pytest.warns(WeftActivityAbandonedWarning, match="cannot be stopped") as rec:
+        warn_activity_abandoned("charge_card", "timed out after 50 ms", workflow_id="wf-9")
+    w = rec[0].message
+    assert isinstance(w, WeftActivityAbandonedWarning)
+    assert (w.activity, w.reason) == ("charge_card", "timed out after 50 ms")
+    assert '"charge_card"' in str(w) and "keeps running" in str(w)
+    assert rec[0].filename == __file__
+    [record] = [r for r in caplog.records if r.name == "weft_django.engine"]
+    assert record.levelno == logging.WARNING
+    assert record.__dict__["weft"] == {
+        "workflow_id": "wf-9",
+        "activity": "charge_card",
+        "reason": "timed out after 50 ms",
+        "event": "activity_abandoned",
+    }
+
+
 def test_own_fields_win_over_extra_fields(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="weft_django.ownership")
     with pytest.warns(WeftWorkflowClaimLostWarning):
@@ -315,6 +339,7 @@ def test_warnings_become_errors_under_w_error_and_can_be_filtered() -> None:
         WeftWorkflowClaimLostWarning("wf"),
         WeftWorkflowWakeDiscardedWarning("wf", "signal"),
         WeftLeaseLostWarning("engine-a", "renewal-unconfirmable"),
+        WeftActivityAbandonedWarning("charge_card", "timed out after 50 ms"),
     ],
     ids=lambda w: type(w).__name__,
 )

@@ -163,12 +163,14 @@ def test_prometheus_text_lists_every_outcome_including_zeros() -> None:
         "weft_workflow_claims_active 4",
         "weft_workflow_claim_renewal_failures_total 2",
         'weft_wakes_total{kind="child-completion",decision="discard",transport="notify"} 1',
+        "weft_activity_abandoned_threads_total 0",
     ]
     for name, kind in [
         ("weft_workflow_claim_attempts_total", "counter"),
         ("weft_workflow_claims_active", "gauge"),
         ("weft_workflow_claim_renewal_failures_total", "counter"),
         ("weft_wakes_total", "counter"),
+        ("weft_activity_abandoned_threads_total", "counter"),
     ]:
         assert f"# TYPE {name} {kind}" in lines
         assert any(ln.startswith(f"# HELP {name} ") for ln in lines)
@@ -311,6 +313,7 @@ metrics_shaped = st.fixed_dictionaries(
         | json_values,
         "active_claims": json_values,
         "renewal_failures": json_values,
+        "abandoned_activity_threads": json_values,
         "wakes": st.lists(
             st.fixed_dictionaries(
                 {},
@@ -334,7 +337,8 @@ metrics_shaped = st.fixed_dictionaries(
 def test_from_json_of_garbage_never_raises(data: object) -> None:
     snap = ClaimMetricsSnapshot.from_json(data)
     assert list(snap.attempts) == list(CLAIM_ATTEMPT_OUTCOMES)
-    for n in [*snap.attempts.values(), snap.active_claims, snap.renewal_failures]:
+    counts = [snap.active_claims, snap.renewal_failures, snap.abandoned_activity_threads]
+    for n in [*snap.attempts.values(), *counts]:
         assert type(n) is int and n >= 0
     for (kind, decision, transport), n in snap.wakes.items():
         assert kind in WAKE_KINDS and decision in WAKE_DECISIONS and transport in WAKE_TRANSPORTS
@@ -396,3 +400,29 @@ def test_a_snapshot_minus_an_earlier_one_is_what_was_recorded_since() -> None:
 def test_is_zero_ignores_the_active_claims_gauge() -> None:
     assert ClaimMetricsSnapshot(active_claims=5).is_zero()
     assert not ClaimMetricsSnapshot(renewal_failures=1).is_zero()
+    assert not ClaimMetricsSnapshot(abandoned_activity_threads=1).is_zero()
+
+
+def test_abandoned_activity_threads_count_sum_subtract_and_round_trip() -> None:
+    metrics = ClaimMetrics()
+    metrics.record_abandoned_activity_thread()
+    earlier = metrics.snapshot()
+    metrics.record_abandoned_activity_thread(2)
+    now = metrics.snapshot()
+    assert now.abandoned_activity_threads == 3
+    assert (now - earlier).abandoned_activity_threads == 2
+    assert (now + earlier).abandoned_activity_threads == 4
+    doc = metrics.to_json()
+    assert doc["abandoned_activity_threads"] == 3
+    assert ClaimMetricsSnapshot.from_json(doc) == now
+    assert ClaimMetrics.from_json(doc).snapshot().abandoned_activity_threads == 3
+    # A record written before the counter existed reads as 0; garbage is ignored.
+    assert ClaimMetricsSnapshot.from_json({"renewal_failures": 1}).abandoned_activity_threads == 0
+    for bad in (-1, True, 1.5, "3"):
+        snap = ClaimMetricsSnapshot.from_json({"abandoned_activity_threads": bad})
+        assert snap.abandoned_activity_threads == 0
+    assert "weft_activity_abandoned_threads_total 3" in to_prometheus_text(now)
+    with pytest.raises(ValueError, match="abandoned activity threads"):
+        metrics.record_abandoned_activity_thread(-1)
+    metrics.reset()
+    assert metrics.snapshot().abandoned_activity_threads == 0

@@ -23,6 +23,7 @@ def _engine_families() -> list[tuple[str, str, str, tuple[str, ...]]]:
         attempts=dict.fromkeys(CLAIM_ATTEMPT_OUTCOMES, 1),
         active_claims=1,
         renewal_failures=1,
+        abandoned_activity_threads=1,
         wakes=dict.fromkeys(itertools.product(WAKE_KINDS, WAKE_DECISIONS, WAKE_TRANSPORTS), 1),
     )
     helps: dict[str, str] = {}

@@ -45,6 +45,8 @@ def render_settings() -> str:
             return " / ".join(f'"{c}"' for c in choices[key])
         if isinstance(value, bool):
             return "bool"
+        if key == "WORKFLOW_CACHE_SIZE":
+            return "int >= 0 (0: off)"
         if isinstance(value, int):
             return "positive int"
         if isinstance(value, tuple):
@@ -69,7 +71,7 @@ def render_settings() -> str:
         ```
 
         Problems are reported by system checks with stable ids, one per
-        problem (`weft.E001` … `weft.E023`, `weft.W001`), and raised as
+        problem (`weft.E001` … `weft.E025`, `weft.W001`), and raised as
         `ImproperlyConfigured` when an engine or the client first reads the
         settings; README's "Settings" section lists the
         rules, and [Tuning CLAIM_TTL](../howto/claim-ttl.md) explains the

@@ -13,14 +13,16 @@ from .markdown import first_paragraph, md, page, table
 
 
 @contextmanager
-def _captured_ownership_log() -> Iterator[list[logging.LogRecord]]:
+def _captured_ownership_log(
+    name: str = "weft_django.ownership",
+) -> Iterator[list[logging.LogRecord]]:
     records: list[logging.LogRecord] = []
 
     class _Capture(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             records.append(record)
 
-    log = logging.getLogger("weft_django.ownership")
+    log = logging.getLogger(name)
     handler = _Capture(logging.WARNING)
     old_propagate, old_level = log.propagate, log.level
     log.addHandler(handler)
@@ -40,13 +42,15 @@ def _warning_events() -> dict[str, str]:
     from weft_django import warnings as weft_warnings
 
     events: dict[str, str] = {}
-    helpers: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
-        (weft_warnings.warn_claim_lost, ("order-o-1",)),
-        (weft_warnings.warn_wake_discarded, ("order-o-1", "sleep")),
-        (weft_warnings.warn_lease_lost, ("engine-a",)),
+    ownership = "weft_django.ownership"
+    helpers: list[tuple[Callable[..., Any], tuple[Any, ...], str]] = [
+        (weft_warnings.warn_claim_lost, ("order-o-1",), ownership),
+        (weft_warnings.warn_wake_discarded, ("order-o-1", "sleep"), ownership),
+        (weft_warnings.warn_lease_lost, ("engine-a",), ownership),
+        (weft_warnings.warn_activity_abandoned, ("charge_card", "timed out"), "weft_django.engine"),
     ]
-    for helper, args in helpers:
-        with _captured_ownership_log() as records:
+    for helper, args, logger_name in helpers:
+        with _captured_ownership_log(logger_name) as records:
             instance = helper(*args)
         for record in records:
             payload = getattr(record, "weft", {})
@@ -85,7 +89,8 @@ def render_warnings() -> str:
         * `warnings.warn(<instance>)` with a subclass of
           `weft_django.warnings.WeftWarning` (itself a `RuntimeWarning`) that
           carries its fields as attributes (`pytest.warns` friendly);
-        * a WARNING on the `weft_django.ownership` logger whose record carries
+        * a WARNING on the `weft_django.ownership` logger (`weft_django.engine`
+          for `WeftActivityAbandonedWarning`) whose record carries
           `record.weft = {{...fields, "event": <event>}}` for structured logs.
 
         They are expected in multi-engine operation. A project running pytest

@@ -115,6 +115,7 @@ class EngineRecordAdmin(ReadOnlyAdmin):
                 "attempts": [(o, snap.attempts.get(o, 0)) for o in CLAIM_ATTEMPT_OUTCOMES],
                 "active_claims": snap.active_claims,
                 "renewal_failures": snap.renewal_failures,
+                "abandoned_activity_threads": snap.abandoned_activity_threads,
                 "wakes": [
                     {"kind": k, "decision": d, "transport": t, "count": n}
                     for (k, d, t), n in sorted(snap.wakes.items())

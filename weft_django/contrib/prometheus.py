@@ -80,6 +80,11 @@ class WeftClusterCollector(Collector):
                 "Workflow wakes by kind, guard decision and transport, summed over every engine.",
                 labels=["kind", "decision", "transport"],
             ),
+            "abandoned_threads": CounterMetricFamily(
+                "weft_activity_abandoned_threads",
+                "Sync activity threads abandoned while still running (they cannot be "
+                "stopped), summed over every engine.",
+            ),
             "engines_alive": GaugeMetricFamily(
                 "weft_engines_alive", "Engines alive (heartbeat within 3 renew intervals)."
             ),
@@ -132,6 +137,7 @@ class WeftClusterCollector(Collector):
         # ``totals.wakes`` keys were validated against the closed sets by from_json.
         for (kind, decision, transport), n in sorted(totals.wakes.items()):
             families["wakes"].add_metric([kind, decision, transport], n)
+        families["abandoned_threads"].add_metric([], totals.abandoned_activity_threads)
         families["engines_alive"].add_metric([], len(status.alive_engines))
         for engine_id, n in sorted(status.live_claims_per_engine.items()):
             families["claims_held"].add_metric([engine_id], n)

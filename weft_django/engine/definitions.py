@@ -4,26 +4,55 @@ Workflows and activities are registered by *name*, because the journal and
 the runs table store names, not Python objects: a deploy that moves a
 function keeps its runs working as long as the name stays. Each installed
 app's ``workflows.py`` is imported at start-up (``autodiscover``).
+
+``@activity`` checks what it decorates and every option at definition time,
+so a mistake fails at import with the bad value named -- not at run time,
+inside a turn, as "Object of type coroutine is not JSON serializable" did.
+Whether an activity is ``async def`` is decided once here
+(``ActivityDefinition.is_async``): the executor runs the two kinds on
+different machinery (threads, one event loop) and must never guess.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import math
+import random
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from weft_django.durations import optional_ms
 from weft_django.errors import UnknownWorkflowType
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Delays are clamped here before any float arithmetic (2**53 ms is ~285,000
+#: years), so a large attempt number cannot overflow the jitter's draw.
+_MAX_DELAY_MS = 2**53
+
+
+class UniformSource(Protocol):
+    """What ``backoff_for`` draws jitter from: the ``random`` module or a ``Random``."""
+
+    def uniform(self, a: float, b: float) -> float: ...
+
 
 @dataclass(frozen=True)
 class ActivityDefinition:
-    """An activity: ordinary Python run by the owning engine, journaled."""
+    """An activity: ordinary Python run by the owning engine, journaled.
+
+    ``is_async``: ``fn`` is an ``async def`` function (awaited on the
+    engine's event loop); otherwise it runs on an activity thread.
+    ``heartbeat_timeout_ms``: an attempt that does not heartbeat for longer
+    fails as timed out (``None``: no such bound). ``max_backoff_ms`` caps
+    each retry delay (``None``: no cap); ``jitter`` (0..1) spreads each
+    delay uniformly over ``[d*(1-jitter), d*(1+jitter)]``.
+    """
 
     name: str
     fn: Callable[..., Any]
@@ -31,11 +60,25 @@ class ActivityDefinition:
     backoff_ms: int = 1000
     timeout_ms: int | None = None
     non_retryable: tuple[type[BaseException], ...] = ()
-    heartbeat_timeout_ms: int | None = None  # INTERIM
+    is_async: bool = False
+    heartbeat_timeout_ms: int | None = None
+    max_backoff_ms: int | None = None
+    jitter: float = 0.0
 
-    def backoff_for(self, attempt: int) -> int:
-        """Exponential delay before ``attempt`` (2, 3, ...): base × 2^(attempt-2)."""
-        return self.backoff_ms * (2 ** max(0, attempt - 2))
+    def backoff_for(self, attempt: int, rng: UniformSource = random) -> int:
+        """The delay in ms before ``attempt`` (2, 3, ...).
+
+        Exponential, base × 2^(attempt-2); then the jitter draw from ``rng``
+        (uniform over ``[d*(1-jitter), d*(1+jitter)]``); then the
+        ``max_backoff_ms`` cap. Never negative.
+        """
+        delay = min(self.backoff_ms * (2 ** max(0, attempt - 2)), _MAX_DELAY_MS)
+        if self.jitter:
+            low, high = delay * (1 - self.jitter), delay * (1 + self.jitter)
+            delay = max(0, round(rng.uniform(low, high)))
+        if self.max_backoff_ms is not None:
+            delay = min(delay, self.max_backoff_ms)
+        return delay
 
 
 @dataclass(frozen=True)
@@ -100,19 +143,49 @@ def activity(
     backoff: timedelta | float = timedelta(seconds=1),
     timeout: timedelta | float | None = None,
     non_retryable: Iterable[type[BaseException]] = (),
+    heartbeat_timeout: timedelta | float | None = None,
+    max_backoff: timedelta | float | None = None,
+    jitter: float = 0.0,
 ) -> Callable[[F], F]:
-    """Register a function as an activity; it stays callable directly."""
+    """Register a function (or an ``async def`` function) as an activity.
+
+    It stays callable directly. ``heartbeat_timeout``: an attempt that sends
+    no ``activity_info().heartbeat()`` for this long fails as timed out (and
+    is retried under ``retries``). ``max_backoff`` caps each retry delay (at
+    least ``backoff``); ``jitter`` is a fraction in [0, 1] by which each
+    delay is randomly spread.
+    """
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"activity retries must be a non-negative integer, got {retries!r}")
     backoff_ms = optional_ms(backoff, "activity backoff") or 0
     timeout_ms = optional_ms(timeout, "activity timeout")
+    heartbeat_timeout_ms = optional_ms(
+        heartbeat_timeout, "activity heartbeat_timeout", allow_zero=False
+    )
+    max_backoff_ms = optional_ms(max_backoff, "activity max_backoff")
+    if max_backoff_ms is not None and max_backoff_ms < backoff_ms:
+        raise ValueError(
+            f"activity max_backoff must be at least backoff ({backoff_ms} ms), "
+            f"got {max_backoff!r} ({max_backoff_ms} ms)"
+        )
+    jitter_fraction = _check_jitter(jitter)
     non_retryable_types = tuple(non_retryable)
 
     def decorate(fn: F) -> F:
-        act_name = name or f"{fn.__module__}.{fn.__qualname__}"
+        is_async = _check_activity_function(fn)
+        act_name = name or _default_name(fn)
         _check_name(act_name, "activity")
         definition = ActivityDefinition(
-            act_name, fn, retries, backoff_ms, timeout_ms, non_retryable_types
+            act_name,
+            fn,
+            retries,
+            backoff_ms,
+            timeout_ms,
+            non_retryable_types,
+            is_async=is_async,
+            heartbeat_timeout_ms=heartbeat_timeout_ms,
+            max_backoff_ms=max_backoff_ms,
+            jitter=jitter_fraction,
         )
         with registry.lock:
             registry.activities[act_name] = definition
@@ -120,6 +193,64 @@ def activity(
         return fn
 
     return decorate
+
+
+def _check_jitter(value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or math.isnan(value)
+        or not 0 <= value <= 1
+    ):
+        raise ValueError(
+            f"activity jitter must be a fraction between 0 and 1 (0.1 = ±10 %), got {value!r}"
+        )
+    return float(value)
+
+
+def _innermost(fn: Any) -> Any:
+    """``fn`` without its ``functools.partial`` layers and ``functools.wraps`` wrappers."""
+    seen: set[int] = set()
+    while id(fn) not in seen:
+        seen.add(id(fn))
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif callable(getattr(fn, "__wrapped__", None)):
+            fn = fn.__wrapped__
+        else:
+            break
+    return fn
+
+
+def _check_activity_function(fn: object) -> bool:
+    """Whether ``fn`` is an ``async def`` function; ``TypeError`` unless it is a function.
+
+    A ``functools.partial`` or a ``functools.wraps`` decorator is judged by
+    the function inside it (a plain wrapper around an ``async def`` returns
+    its coroutine, so it is async too). A callable object counts by its
+    ``__call__``. Classes, generator functions and async generator functions
+    are refused: none of them returns the activity's result when called.
+    """
+    inner = _innermost(fn)
+    if not callable(fn) or inspect.isclass(fn) or inspect.isclass(inner):
+        raise TypeError(f"@activity needs a function or an async def function, got {fn!r:.200}")
+    candidates: list[Any] = [fn, inner]
+    if not inspect.isroutine(inner):
+        candidates.append(getattr(inner, "__call__", None))  # noqa: B004 - callable objects
+    if any(inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f) for f in candidates):
+        raise TypeError(
+            "@activity needs a function or an async def function, got the generator "
+            f"function {fn!r:.200} (a generator does not return the activity's result)"
+        )
+    return any(inspect.iscoroutinefunction(f) for f in candidates)
+
+
+def _default_name(fn: Any) -> str:
+    """``module.qualname`` of the function inside any partial or wrapper."""
+    inner = _innermost(fn)
+    module = getattr(inner, "__module__", None) or getattr(fn, "__module__", "")
+    qualname = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+    return f"{module}.{qualname}"
 
 
 def _check_name(value: str, what: str) -> None:

@@ -122,8 +122,8 @@ class Engine:
         # re-runs (an in-memory hint only, like a cached generator).
         self.parked_commands: dict[str, int] = {}
         self.workflow_cache: WorkflowCache | None = (
-            WorkflowCache(getattr(self.settings, "workflow_cache_size", 1000))  # INTERIM
-            if getattr(self.settings, "workflow_cache_size", 1000) > 0
+            WorkflowCache(self.settings.workflow_cache_size)
+            if self.settings.workflow_cache_size > 0
             else None
         )
         self.turn_attention: dict[str, threading.Event] = {}
@@ -302,7 +302,7 @@ class Engine:
                 if self._activity_executor is None:
                     claim_ttl_ms = self.settings.claim_ttl_ms
                     self._activity_executor = ActivityExecutor(
-                        getattr(self.settings, "activity_concurrency", 16),  # INTERIM
+                        self.settings.activity_concurrency,
                         clock_ms=self.now_ms,
                         metrics=self.metrics,
                         thread_initializer=lambda: mark_engine_thread(claim_ttl_ms),

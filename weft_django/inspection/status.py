@@ -47,6 +47,7 @@ def sum_engine_metrics(rows: Iterable[tuple[Any, bool]]) -> ClaimMetricsSnapshot
                 active_claims=0,
                 renewal_failures=snap.renewal_failures,
                 wakes=snap.wakes,
+                abandoned_activity_threads=snap.abandoned_activity_threads,
             )
         total = total + snap
     return total

@@ -2,7 +2,8 @@
 
 Why this module exists: operators need to see claim churn (acquisitions,
 takeovers, lost races, depositions, cooldown skips), how many claims an
-engine holds, renewal failures, and how wakes are decided -- without ever
+engine holds, renewal failures, how wakes are decided, and how many sync
+activity threads were abandoned still running -- without ever
 turning a workflow id into a Prometheus label, which would let traffic blow
 up the metrics store. The invariant protected here: **every label value is a
 member of a closed set**. There is no API that accepts a free-form label;
@@ -111,6 +112,9 @@ class ClaimMetricsSnapshot:
     active_claims: int = 0
     renewal_failures: int = 0
     wakes: dict[WakeKey, int] = field(default_factory=dict)
+    abandoned_activity_threads: int = 0
+    """Sync activity threads abandoned while still running (a timeout, a
+    heartbeat timeout, a result no longer wanted): Python cannot stop them."""
 
     def __add__(self, other: ClaimMetricsSnapshot) -> ClaimMetricsSnapshot:
         if not isinstance(other, ClaimMetricsSnapshot):
@@ -126,6 +130,9 @@ class ClaimMetricsSnapshot:
             active_claims=self.active_claims + other.active_claims,
             renewal_failures=self.renewal_failures + other.renewal_failures,
             wakes=wakes,
+            abandoned_activity_threads=(
+                self.abandoned_activity_threads + other.abandoned_activity_threads
+            ),
         )
 
     def __sub__(self, other: ClaimMetricsSnapshot) -> ClaimMetricsSnapshot:
@@ -146,11 +153,19 @@ class ClaimMetricsSnapshot:
                 for k, n in self.wakes.items()
                 if n != other.wakes.get(k, 0)
             },
+            abandoned_activity_threads=(
+                self.abandoned_activity_threads - other.abandoned_activity_threads
+            ),
         )
 
     def is_zero(self) -> bool:
         """No counter moved (the ``active_claims`` gauge is not a counter)."""
-        return not any(self.attempts.values()) and not self.renewal_failures and not self.wakes
+        return (
+            not any(self.attempts.values())
+            and not self.renewal_failures
+            and not self.wakes
+            and not self.abandoned_activity_threads
+        )
 
     def __radd__(self, other: object) -> ClaimMetricsSnapshot:
         # Lets the builtin ``sum(snapshots)`` start from 0.
@@ -172,6 +187,7 @@ class ClaimMetricsSnapshot:
             "active_claims": _count_or_zero(self.active_claims),
             "renewal_failures": _count_or_zero(self.renewal_failures),
             "wakes": wakes,
+            "abandoned_activity_threads": _count_or_zero(self.abandoned_activity_threads),
         }
 
     @classmethod
@@ -198,6 +214,7 @@ class ClaimMetricsSnapshot:
                     attempts[outcome] = int(n)
         active = data.get("active_claims")
         failures = data.get("renewal_failures")
+        abandoned = data.get("abandoned_activity_threads")
         wakes: dict[WakeKey, int] = {}
         raw_wakes = data.get("wakes")
         if isinstance(raw_wakes, list):
@@ -212,6 +229,7 @@ class ClaimMetricsSnapshot:
             active_claims=int(active) if _is_count(active) else 0,
             renewal_failures=int(failures) if _is_count(failures) else 0,
             wakes=wakes,
+            abandoned_activity_threads=int(abandoned) if _is_count(abandoned) else 0,
         )
 
 
@@ -261,6 +279,7 @@ class ClaimMetrics:
         self._active_claims = 0
         self._renewal_failures = 0
         self._wakes: dict[WakeKey, int] = {}
+        self._abandoned_activity_threads = 0
 
     def record_claim_attempt(self, outcome: ClaimAttemptOutcome) -> None:
         """Count one claim attempt with ``outcome`` (one of ``CLAIM_ATTEMPT_OUTCOMES``)."""
@@ -280,6 +299,12 @@ class ClaimMetrics:
         with self._lock:
             self._renewal_failures += value
 
+    def record_abandoned_activity_thread(self, n: int = 1) -> None:
+        """Count ``n`` sync activity threads abandoned while still running."""
+        value = _check_count("abandoned activity threads", n)
+        with self._lock:
+            self._abandoned_activity_threads += value
+
     def record_wake(self, kind: WakeKind, decision: WakeDecision, transport: WakeTransport) -> None:
         """Count one wake of ``kind`` decided ``decision`` that arrived by ``transport``."""
         _check("wake kind", kind, WAKE_KINDS)
@@ -297,6 +322,7 @@ class ClaimMetrics:
                 active_claims=self._active_claims,
                 renewal_failures=self._renewal_failures,
                 wakes=dict(self._wakes),
+                abandoned_activity_threads=self._abandoned_activity_threads,
             )
 
     def reset(self) -> None:
@@ -306,6 +332,7 @@ class ClaimMetrics:
             self._active_claims = 0
             self._renewal_failures = 0
             self._wakes = {}
+            self._abandoned_activity_threads = 0
 
     def to_json(self) -> dict[str, Any]:
         """``self.snapshot().to_json()``: what an engine stores at each heartbeat."""
@@ -320,6 +347,7 @@ class ClaimMetrics:
         metrics._active_claims = snap.active_claims
         metrics._renewal_failures = snap.renewal_failures
         metrics._wakes = dict(snap.wakes)
+        metrics._abandoned_activity_threads = snap.abandoned_activity_threads
         return metrics
 
 
@@ -334,6 +362,10 @@ _HELP: Final[dict[str, tuple[str, str]]] = {
         "Workflow claims found lost while renewing.",
     ),
     "weft_wakes_total": ("counter", "Workflow wakes by kind, guard decision and transport."),
+    "weft_activity_abandoned_threads_total": (
+        "counter",
+        "Sync activity threads abandoned while still running (they cannot be stopped).",
+    ),
 }
 
 
@@ -366,4 +398,7 @@ def to_prometheus_text(snapshot: ClaimMetricsSnapshot) -> str:
         lines.append(
             f'weft_wakes_total{{kind="{kind}",decision="{decision}",transport="{transport}"}} {n}'
         )
+    header("weft_activity_abandoned_threads_total")
+    abandoned = _count_or_zero(snapshot.abandoned_activity_threads)
+    lines.append(f"weft_activity_abandoned_threads_total {abandoned}")
     return "\n".join(lines) + "\n"

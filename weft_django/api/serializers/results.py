@@ -107,6 +107,10 @@ class MetricsSerializer(serializers.Serializer):
     )
     renewal_failures = serializers.IntegerField()
     wakes = WakeCountSerializer(many=True)
+    abandoned_activity_threads = serializers.IntegerField(
+        help_text="Sync activity threads abandoned while still running (a timeout, a "
+        "heartbeat timeout, a result no longer wanted), summed over every engine."
+    )
     engines = EngineCountsSerializer()
     claims = ClaimCountsSerializer()
     runs_by_status = serializers.DictField(child=serializers.IntegerField())

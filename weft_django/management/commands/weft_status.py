@@ -110,3 +110,4 @@ class Command(BaseCommand):
             f"claim attempts (all engines): {attempts}; renewal failures "
             f"{totals.renewal_failures}; claims active (live engines) {totals.active_claims}"
         )
+        out(f"abandoned activity threads (all engines): {totals.abandoned_activity_threads}")
