@@ -14,8 +14,6 @@ the position, the attempt number and the epoch are known, with the
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from weft_django.engine.activities import ActivityOutcome
@@ -25,31 +23,16 @@ from weft_django.engine.activity_context import (
     idempotency_key,
 )
 from weft_django.engine.commands import RunActivity
-from weft_django.engine.definitions import ActivityDefinition, get_activity
-from weft_django.engine.executor import Attempt
+from weft_django.engine.definitions import get_activity
 from weft_django.engine.heartbeats import heartbeat_sink
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Leaf
 from weft_django.engine.store import RunInbox
 from weft_django.engine.turn.commit import TurnState
+from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
 from weft_django.errors import ActivityError, ActivityErrorKind, PayloadError
 from weft_django.models import Timer
 from weft_django.ownership.batch import Delete, Insert
-
-OnSuccess = Callable[[Any], bool]
-"""Called with an attempt's (normalized) value instead of settling the leaf."""
-
-
-@dataclass
-class PendingAttempt:
-    """An attempt the turn started and has not committed yet."""
-
-    leaf: Leaf
-    definition: ActivityDefinition
-    number: int
-    handle: Attempt
-    on_success: OnSuccess | None = None
-    secret: str | None = None
 
 
 def run_activity(

@@ -17,6 +17,7 @@ raise ``ActivityCancelled``.
 
 from __future__ import annotations
 
+from weft_django.engine.executor import AttemptAbandoned
 from weft_django.engine.replay import Leaf
 from weft_django.engine.store import RunInbox, load_inbox
 from weft_django.engine.turn.activity import finish_attempt
@@ -35,7 +36,12 @@ def commit_finished(turn: TurnState) -> bool:
         pending = turn.attempts[position]
         if pending.handle.future.done():
             del turn.attempts[position]
-            return finish_attempt(turn, pending, pending.handle.future.result())
+            outcome = pending.handle.future.result()
+            if isinstance(outcome.error, AttemptAbandoned):
+                # Not the activity's outcome (the executor shut down under it):
+                # nothing to record; the next owner runs the attempt again.
+                raise TurnAborted(f"{turn.run.workflow_id}: {outcome.error}")
+            return finish_attempt(turn, pending, outcome)
     return False
 
 

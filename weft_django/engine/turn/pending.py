@@ -1,0 +1,33 @@
+"""An activity attempt a turn started and has not committed yet.
+
+On its own so that the turn's state (``commit``) can hold its running
+attempts without importing the step that starts them (``activity``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from weft_django.engine.definitions import ActivityDefinition
+from weft_django.engine.executor import Attempt
+from weft_django.engine.replay import Leaf
+
+OnSuccess = Callable[[Any], bool]
+"""Called with an attempt's (normalized) value instead of settling the leaf."""
+
+
+@dataclass
+class PendingAttempt:
+    """An attempt the turn started and has not committed yet."""
+
+    leaf: Leaf
+    definition: ActivityDefinition
+    number: int
+    handle: Attempt
+    on_success: OnSuccess | None = None
+    secret: str | None = None
+
+
+__all__ = ["OnSuccess", "PendingAttempt"]
