@@ -171,7 +171,7 @@ def cpu_per_step(
                     turn_ms.append(sum(turns) * 1000)
                     turns_per_step.add(len(turns))
                     done += 1
-                entries = JournalEntry.objects.filter(run_id=handle.run_id).count()
+                entries = JournalEntry.objects.filter(run__pk=handle.run_id).count()
                 points[str(history)] = {
                     "steps_measured": [first, done],
                     "journal_entries_after": entries,
