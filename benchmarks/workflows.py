@@ -9,6 +9,13 @@
   without an ``eta``, it is the raw Celery round trip the Celery wake
   latencies are compared with: whatever a weft wake costs beyond it is
   weft's, not the broker's.
+- The runtime benchmark's workflows (``benchmarks/runtime.py``):
+  ``bench-signal-loop`` (wait for the signal ``go``, run a trivial activity,
+  again: CPU per step against history), ``bench-fanout`` (``ctx.all`` of N
+  sleeping activities, or one alone when N is 1: concurrency inside a
+  workflow) and ``bench-parked`` (one activity, then a wait that never ends:
+  an engine's memory per parked workflow). Their activities do nothing but
+  return (or sleep), so what is measured is the runtime.
 - A ``worker_ready`` handler that prints ``READY_MARK``: the benchmarks run
   Celery nodes at log level WARNING (per-task INFO lines would cost
   throughput), where Celery's own "ready." line is not logged.
@@ -27,7 +34,7 @@ from typing import Any
 
 from celery import shared_task, signals
 
-from weft_django import workflow
+from weft_django import activity, workflow
 
 READY_MARK = "weft-bench-node-ready"
 STAMPS_KEY = "weft-bench:stamps"
@@ -38,6 +45,45 @@ def bench_sleeper(ctx: Any, data: dict[str, Any]) -> Any:
     """Sleeps ``data["seconds"]``; the turn the timer wakes completes the run."""
     yield ctx.sleep(float(data["seconds"]))
     return data.get("id")
+
+
+@activity(name="bench.trivial")
+def bench_trivial(i: int) -> int:
+    return i
+
+
+@activity(name="bench.sleep")
+def bench_sleep(i: int, seconds: float) -> int:
+    time.sleep(seconds)
+    return i
+
+
+@workflow(name="bench-signal-loop")
+def bench_signal_loop(ctx: Any, data: dict[str, Any]) -> Any:
+    """``steps`` times: wait for ``go``, then one trivial activity (one step a signal)."""
+    done = 0
+    for i in range(int(data["steps"])):
+        yield ctx.wait_for_signal("go")
+        done = yield ctx.run(bench_trivial, i)
+    return done
+
+
+@workflow(name="bench-fanout")
+def bench_fanout(ctx: Any, data: dict[str, Any]) -> Any:
+    """``width`` sleeping activities under one ``ctx.all`` (one plain ``ctx.run`` when 1)."""
+    width, seconds = int(data["width"]), float(data["seconds"])
+    if width == 1:
+        return [(yield ctx.run(bench_sleep, 0, seconds))]
+    results = yield ctx.all(*[ctx.run(bench_sleep, i, seconds) for i in range(width)])
+    return list(results)
+
+
+@workflow(name="bench-parked")
+def bench_parked(ctx: Any, data: dict[str, Any]) -> Any:
+    """One activity, then a wait for a signal nobody sends: parked for good."""
+    yield ctx.run(bench_trivial, 0)
+    yield ctx.wait_for_signal("never")
+    return None
 
 
 @shared_task(name="bench.stamp", ignore_result=True)

@@ -1,4 +1,5 @@
-"""Smoke test of the benchmark scripts: one tiny Celery throughput case.
+"""Smoke tests of the benchmark scripts: one tiny Celery throughput case, and the
+runtime benchmark at toy sizes.
 
 Why: ``python -m benchmarks`` is never part of the suite (minutes long and
 noisy), so without this the scripts rot unnoticed. One configuration
@@ -10,7 +11,7 @@ standalone-engine path is the same code minus the Celery parts.
 It runs on its own database (``weft_bench_smoke``, on the server of
 ``DATABASE_URL``), its own Redis database (11) and writes its output to a
 temporary directory, so a real benchmark run is never disturbed. Nothing
-here asserts a duration.
+here asserts an upper bound on a duration (only that a sleep slept).
 
 PostgreSQL only (``processes`` tier, deselected on the SQLite leg).
 """
@@ -75,5 +76,46 @@ def test_celery_throughput_smoke(tmp_path: Path) -> None:
     assert doc["settings"]["transports"] == ["celery"]
     assert doc["figures"]["commits_per_workflow_exact"]["write_commits"] > 0
     assert "1_celery_nodes_vs_limit" in doc["ratio"]  # pgbench ran: the same-run baseline
+    assert set(doc["machine"]) >= {"nproc", "load_average_start", "load_average_end"}
+    assert doc["png"] and Path(doc["png"][0]).exists()
+
+
+def test_runtime_smoke(tmp_path: Path) -> None:
+    """``benchmarks.runtime`` at toy sizes: every part runs and the document holds."""
+    from benchmarks.common import with_database
+
+    url = os.environ.get("DATABASE_URL", "")
+    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
+    env = dict(os.environ)
+    env.update(
+        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
+        WEFT_BENCH_OUT=str(tmp_path),
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    argv = [sys.executable, "-m", "benchmarks.runtime", "--quick", "--no-publish"]
+    argv += ["--histories", "2,12", "--window", "3", "--fanout-width", "2"]
+    argv += ["--fanout-seconds", "0.05", "--fanout-repeats", "1", "--parked", "12"]
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-5000:]
+
+    doc = json.loads((tmp_path / "runtime.json").read_text())
+    assert doc == json.loads(done.stdout)  # the one document, printed and kept
+    cpu = doc["figures"]["cpu_per_step"]
+    assert cpu["cache_off"]["cache"] in {"off", "unavailable"}
+    assert cpu["cache_on"]["cache"] in {"on", "unavailable"}
+    points = cpu["cache_off"]["points"]
+    assert set(points) == {"2", "12"}
+    assert points["2"]["steps_measured"] == [1, 4]  # centred on history 2: steps 1..3
+    assert points["12"]["steps_measured"] == [11, 14]
+    # Two journal entries a step (the signal, the activity); every step took a real turn.
+    assert points["12"]["journal_entries_after"] >= 2 * 14
+    assert all(p["turn_cpu_ms"] > 0 and min(p["turns_per_step"]) >= 1 for p in points.values())
+    assert "step@12/step@2" in doc["ratio"]["cpu_cache_off"]
+    fan = doc["figures"]["fanout"]
+    assert fan["width"] == 2 and len(fan["one_ms_all"]) == len(fan["all_ms_all"]) == 1
+    assert fan["all_ms"] >= 50  # the activities really slept
+    memory = doc["figures"]["rss"]
+    assert memory["cache_off"]["parked"] == 12
+    assert memory["cache_off"]["rss_mib_parked"] > 0
     assert set(doc["machine"]) >= {"nproc", "load_average_start", "load_average_end"}
     assert doc["png"] and Path(doc["png"][0]).exists()
