@@ -246,7 +246,8 @@ def test_warning_log_records_carry_only_allowed_fields(scenario: dict[str, Any])
 def test_warning_classes_declare_no_payload_fields() -> None:
     """The declared fields of every warning class: ids and closed sets only."""
     declared = {name for cls in WARNING_CLASSES for name in cls._fields}
-    assert declared == {"workflow_id", "wake_kind", "holder_id", "reason"}
+    # ``activity``: an activity's registered name (code, not data).
+    assert declared == {"workflow_id", "wake_kind", "holder_id", "reason", "activity"}
 
 
 def test_every_warn_call_passes_only_allowed_fields() -> None:

@@ -303,7 +303,9 @@ class Engine:
                     claim_ttl_ms = self.settings.claim_ttl_ms
                     self._activity_executor = ActivityExecutor(
                         self.settings.activity_concurrency,
-                        clock_ms=self.now_ms,
+                        # An activity's duration is real time: a test's fake
+                        # engine clock must not stop its timeouts.
+                        clock_ms=wall_ms,
                         metrics=self.metrics,
                         thread_initializer=lambda: mark_engine_thread(claim_ttl_ms),
                     )

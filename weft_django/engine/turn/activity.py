@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from weft_django.clock import wall_ms
 from weft_django.engine.activities import ActivityOutcome
 from weft_django.engine.activity_context import (
     ActivityInfo,
@@ -73,7 +74,7 @@ def start_attempt(
     turn.still_owner()
     host = turn.host
     control = AttemptControl(
-        host.now_ms,
+        wall_ms,  # the executor's clock: an attempt's timeouts are real time
         heartbeat_timeout_ms=definition.heartbeat_timeout_ms,
         sink=heartbeat_sink(
             host,
