@@ -27,9 +27,9 @@ statements are those seen while ``in_atomic_block``; it ends with one
 ``commit()`` or ``rollback()``) or a single statement run in autocommit
 mode (PostgreSQL commits it by itself). A *write commit* is a committed
 transaction containing at least one INSERT, UPDATE or DELETE. Statements
-run inside activities (user code: the demo's ``SideEffect`` rows) are
-attributed to the activity, not to the engine, by wrapping
-``engine.run_activity``. ``NOTIFY`` (``SELECT pg_notify``, sent on commit)
+run inside activities (user code: the demo's ``SideEffect`` rows) are never
+seen: activities run on the engine's activity executor, on its own threads
+and their own connections. ``NOTIFY`` (``SELECT pg_notify``, sent on commit)
 and read-only transactions are counted separately and are not write
 commits. The fake clock never moves, so no periodic heartbeat or renewal
 falls into the window; the engine boots and runs one maintenance pass
@@ -165,22 +165,11 @@ class CommitCounter:
             if self.active:
                 self._end("rollback")
 
-        real_run_activity = engine.run_activity if engine is not None else None
-
-        def run_activity(*args: Any, **kwargs: Any) -> Any:
-            self._user_code += 1
-            try:
-                return real_run_activity(*args, **kwargs)  # type: ignore[misc]
-            finally:
-                self._user_code -= 1
-
         def connected(sender: Any, connection: Any, **kwargs: Any) -> None:
             if connection is conn and self.active:
                 self.reconnects += 1
 
         conn.commit, conn.rollback = commit, rollback
-        if engine is not None:
-            engine.run_activity = run_activity
         connection_created.connect(connected, weak=False)
         try:
             with conn.execute_wrapper(self):
@@ -192,8 +181,6 @@ class CommitCounter:
         finally:
             connection_created.disconnect(connected)
             del conn.commit, conn.rollback  # back to the class methods
-            if engine is not None:
-                del engine.run_activity
 
     # -- figures -----------------------------------------------------------
     @property

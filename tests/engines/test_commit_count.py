@@ -12,7 +12,8 @@ these when an outermost ``transaction.atomic()`` ends). A transaction is
 either an outermost atomic block or one autocommit statement; a *write
 commit* is a committed one with an INSERT, UPDATE or DELETE. Statements run
 inside activities (the demo's ``SideEffect`` rows: user code, not the
-engine) are excluded by wrapping ``engine.run_activity``; NOTIFYs sent on
+engine) are never seen: they run on the activity executor's own threads and
+connections; NOTIFYs sent on
 commit and read-only transactions are reported, not counted. The fake clock
 never moves, so no heartbeat or renewal falls into the window.
 
