@@ -18,7 +18,7 @@ import pytest
 from tests.e2e.helpers import latest
 from weft_django import ActivityCancelled, activity, activity_info, client, workflow
 from weft_django.engine.context import WorkflowContext
-from weft_django.errors import ActivityError
+from weft_django.errors import ActivityError, AsyncActivityTokenError
 
 CALLS: Counter[str] = Counter()
 INTERVALS: dict[str, tuple[float, float]] = {}
@@ -93,6 +93,20 @@ async def async_hangs(label: str) -> str:
     finally:
         SEEN.append("finally ran")
     return "too late"
+
+
+TOKENS: list[str] = []
+
+
+@activity()
+def hand_out(token: str) -> None:
+    TOKENS.append(token)
+
+
+@workflow(name="cc-race-async")
+def cc_race_async(ctx, data):
+    index, value = yield ctx.race(ctx.async_activity(hand_out), ctx.wait_for_signal("stop"))
+    return {"index": index, "value": value}
 
 
 @workflow(name="cc-all-four")
@@ -272,3 +286,17 @@ def test_bad_combinator_input_is_a_clear_error_at_call_time(bad, error):
     with pytest.raises(error) as raised:
         bad(ctx)
     assert "ctx." in str(raised.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lost_race_voids_the_async_token(weft_env):
+    TOKENS.clear()
+    h = client.start("cc-race-async", None, workflow_id="cc-race-async")
+    weft_env.run_until_idle()
+    [token] = TOKENS
+    client.signal("cc-race-async", "stop", "enough")
+    weft_env.run_until_idle()
+    assert h.result(timeout=1) == {"index": 1, "value": "enough"}
+    with pytest.raises(AsyncActivityTokenError) as refused:
+        client.complete_async_activity(token, "too late")
+    assert refused.value.kind == "used"

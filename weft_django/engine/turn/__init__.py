@@ -25,6 +25,7 @@ from weft_django.engine.definitions import get_workflow
 from weft_django.engine.errors_codec import error_record
 from weft_django.engine.replay import ContinuedAsNew, Diverged, Failed, Finished, Leaf, Replay
 from weft_django.engine.store import RunInbox, load_events, load_inbox
+from weft_django.engine.turn.async_activity import void_async_tokens
 from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnState
 from weft_django.engine.turn.concurrent import await_attempts, commit_finished
 from weft_django.engine.turn.finish import continue_as_new, stop
@@ -141,6 +142,7 @@ class Turn(TurnState):
         if abandoned:
             self.drop_attempts("its branch was cancelled", [leaf.id for leaf in abandoned])
             self.abandoned.extend(abandoned)
+            self.deferred.extend(void_async_tokens(self.run.pk, abandoned))
 
     def _progress(self, open_leaves: list[Leaf], inbox: RunInbox) -> bool:
         """One step of progress: a signal to a handler, a finished attempt

@@ -20,7 +20,7 @@ from weft_django.engine.turn.activity import start_attempt
 from weft_django.engine.turn.commit import TurnState
 from weft_django.errors import ActivityError, WorkflowTimeoutError
 from weft_django.models import AsyncActivity, Timer
-from weft_django.ownership.batch import Delete, Insert, Update
+from weft_django.ownership.batch import Delete, Insert, Update, Write
 
 
 def async_activity(
@@ -92,4 +92,20 @@ def async_activity(
     return False
 
 
-__all__ = ["async_activity"]
+def void_async_tokens(run_pk: Any, leaves: list[Leaf]) -> list[Write]:
+    """Writes that void the pending tokens of abandoned async activities: a
+    completion that arrives later is refused (``AsyncActivityTokenError("used")``)
+    instead of being accepted for a command nobody waits for."""
+    positions = [leaf.id for leaf in leaves if isinstance(leaf.command, StartAsyncActivity)]
+    if not positions:
+        return []
+    return [
+        Update(
+            AsyncActivity,
+            {"run_id": run_pk, "position__in": positions, "status": "pending"},
+            {"status": "expired"},
+        )
+    ]
+
+
+__all__ = ["async_activity", "void_async_tokens"]

@@ -87,6 +87,9 @@ class TurnState:
         # Leaves a race or a failed all abandoned, whose children are still to
         # cancel (``turn.child.cancel_abandoned_children``).
         self.abandoned: list[Leaf] = []
+        # Writes that ride on the turn's next commit (the void of an abandoned
+        # command's async token): fenced like everything else, no batch of their own.
+        self.deferred: list[Write] = []
 
     @property
     def known_timers(self) -> dict[tuple[str, int | None], Timer] | None:
@@ -166,6 +169,8 @@ class TurnState:
             for e in recorded
         ]
         batch.extend(writes)
+        deferred, self.deferred = self.deferred, []
+        batch.extend(deferred)
         values: dict[str, Any] = {
             "version": F("version") + 1,
             "status": "running",
