@@ -109,6 +109,19 @@ def cc_race_async(ctx, data):
     return {"index": index, "value": value}
 
 
+@activity()
+def announced_nap(label: str) -> str:
+    STARTED.set()
+    time.sleep(0.5)
+    CALLS[label] += 1
+    return label
+
+
+@workflow(name="cc-graceful")
+def cc_graceful(ctx, data):
+    return (yield ctx.run(announced_nap, "graceful"))
+
+
 @workflow(name="cc-all-four")
 def cc_all_four(ctx, data):
     return (yield ctx.all(*(ctx.run(nap, f"n{i}") for i in range(4))))
@@ -300,3 +313,18 @@ def test_a_lost_race_voids_the_async_token(weft_env):
     with pytest.raises(AsyncActivityTokenError) as refused:
         client.complete_async_activity(token, "too late")
     assert refused.value.kind == "used"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_graceful_stop_commits_the_attempt_that_lands_within_the_grace(clock):
+    from weft_django.engine.engine import Engine
+
+    engine = Engine(clock=clock).start()
+    try:
+        client.start("cc-graceful", None, workflow_id="cc-graceful")
+        assert STARTED.wait(10)
+    finally:
+        engine.dispose(grace=5)
+    run = latest("cc-graceful")
+    assert run.status == "completed", run.status
+    assert run.result == "graceful" and CALLS["graceful"] == 1

@@ -1,14 +1,14 @@
 """What a running activity knows about itself: ``activity_info()``.
 
-Why a context variable: the activity function is user code called by the
-turn's activity step (``turn.activity.attempt``) through the engine's
-activity runner (``engine.activities.run_activity``). The step knows the
+Why a context variable: the activity function is user code started by the
+turn's activity step (``turn.activity.start_attempt``) on the engine's
+activity executor. The step knows the
 run, the command's journal position, the attempt number and the claim
-epoch; the function only has its own arguments. The step sets
-``_CURRENT`` around the call (``activity_scope``), and the runner copies
-the context into the timeout thread it starts, so the value is right on
-every path: inline, on a timeout thread, in a polling engine and in a Celery
-pool process (which drives the same ``Turn``).
+epoch; the function only has its own arguments. The step builds the info,
+and the executor (``engine.executor``) runs the function inside
+``activity_scope(info)`` in a copy of the submitting context, so the value
+is right on every path: a worker thread, the executor's event loop, a
+polling engine and a Celery pool process (which drives the same ``Turn``).
 
 The invariant ``idempotency_key`` protects: one activity command of one
 workflow has one key, whatever the attempt and whichever engine owns the
@@ -154,9 +154,9 @@ class ActivityInfo:
     ``epoch``: the claim epoch the running engine holds for the workflow.
     ``idempotency_key``: ``"<workflow_id>:<position>"``, the same across
     attempts and owners -- the key to hand to outside services.
-    ``deadline``: when this attempt times out (aware, UTC, on the engine
-    clock: the wall clock unless a test injected one), ``None`` without an
-    activity ``timeout``.
+    ``deadline``: when this attempt times out (aware, UTC, wall clock: an
+    attempt's duration is real time even under a test's fake engine clock),
+    ``None`` without an activity ``timeout``.
     """
 
     workflow_id: str

@@ -26,6 +26,7 @@ from weft_django.engine.errors_codec import error_record
 from weft_django.engine.replay import ContinuedAsNew, Diverged, Failed, Finished, Leaf, Replay
 from weft_django.engine.store import RunInbox, load_events, load_inbox
 from weft_django.engine.turn.async_activity import void_async_tokens
+from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnState
 from weft_django.engine.turn.concurrent import await_attempts, commit_finished
 from weft_django.engine.turn.finish import continue_as_new, stop
@@ -79,14 +80,19 @@ class Turn(TurnState):
                 self.drop_attempts("the run continued as new")
                 continue_as_new(self, outcome.input)
                 continue
+            inbox = self.inbox = load_inbox(self.run, self.db, self.known_timers)
             if self.host.stopping:
-                # Shutting down: stop at this checkpoint (all so far is committed)
-                # rather than start the next command; the run stays "running" and
-                # the next engine recovers it once this one released the claim.
+                # Shutting down: start no new command. Attempts already running
+                # are still committed as they land (within the engine's grace);
+                # then the turn stops at this checkpoint, the run stays "running"
+                # and the next engine recovers it once this one released the claim.
+                if self.attempts:
+                    if not commit_finished(self):
+                        await_attempts(self, outcome.open, inbox)
+                    continue
                 wid = self.run.workflow_id
                 logger.info("turn of %s stopped at a checkpoint: engine stopping", wid)
                 return "running"
-            inbox = self.inbox = load_inbox(self.run, self.db, self.known_timers)
             if self._progress(outcome.open, inbox):
                 continue
             if self.attempts:
@@ -143,6 +149,10 @@ class Turn(TurnState):
             self.drop_attempts("its branch was cancelled", [leaf.id for leaf in abandoned])
             self.abandoned.extend(abandoned)
             self.deferred.extend(void_async_tokens(self.run.pk, abandoned))
+            if self.held_result is None:
+                # What abandoned them is committed (a held result is not yet):
+                # their children can be cancelled now, not at the next park.
+                cancel_abandoned_children(self)
 
     def _progress(self, open_leaves: list[Leaf], inbox: RunInbox) -> bool:
         """One step of progress: a signal to a handler, a finished attempt
