@@ -285,7 +285,16 @@ class SignalMessage(models.Model):
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["run", "name"], name="weft_signal_run_name_idx")]
+        indexes = [
+            models.Index(fields=["run", "name"], name="weft_signal_run_name_idx"),
+            # A turn reads only the run's unconsumed signals: without this the
+            # read scans every signal the run ever got (O(history) per step).
+            models.Index(
+                fields=["run", "id"],
+                condition=models.Q(consumed_at_position__isnull=True),
+                name="weft_signal_unconsumed_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} -> {self.run_id}"
