@@ -122,6 +122,21 @@ def cc_graceful(ctx, data):
     return (yield ctx.run(announced_nap, "graceful"))
 
 
+@activity(heartbeat_timeout=0.3, retries=1, backoff=0)
+def stalls_once(label: str) -> str:
+    CALLS[label] += 1
+    activity_info().heartbeat({"attempt": activity_info().attempt})
+    if activity_info().attempt == 1:
+        time.sleep(1.0)  # no heartbeat for longer than heartbeat_timeout
+        return "stalled"
+    return f"attempt {activity_info().attempt}"
+
+
+@workflow(name="cc-heartbeat-timeout")
+def cc_heartbeat_timeout(ctx, data):
+    return (yield ctx.run(stalls_once, "stall"))
+
+
 @workflow(name="cc-all-four")
 def cc_all_four(ctx, data):
     return (yield ctx.all(*(ctx.run(nap, f"n{i}") for i in range(4))))
@@ -328,3 +343,11 @@ def test_a_graceful_stop_commits_the_attempt_that_lands_within_the_grace(clock):
     run = latest("cc-graceful")
     assert run.status == "completed", run.status
     assert run.result == "graceful" and CALLS["graceful"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_missed_heartbeat_times_the_attempt_out_and_it_is_retried(weft_env):
+    h = client.start("cc-heartbeat-timeout", None, workflow_id="cc-hb-timeout")
+    weft_env.run_until_idle()
+    assert h.result(timeout=1) == "attempt 2"
+    assert CALLS["stall"] == 2
