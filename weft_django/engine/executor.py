@@ -49,12 +49,12 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from django.db import connections
 
 from weft_django.clock import wall_ms
-from weft_django.engine.activities import ActivityOutcome
 from weft_django.engine.activity_context import (
     ActivityInfo,
     AttemptControl,
@@ -66,7 +66,7 @@ from weft_django.engine.definitions import ActivityDefinition
 from weft_django.ownership.metrics import ClaimMetrics
 from weft_django.warnings import warn_activity_abandoned
 
-__all__ = ["ActivityExecutor", "Attempt", "AttemptAbandoned"]
+__all__ = ["ActivityExecutor", "ActivityOutcome", "Attempt", "AttemptAbandoned"]
 
 logger = logging.getLogger("weft_django.engine")
 
@@ -76,6 +76,16 @@ _FAKE_CLOCK_RECHECK_S: Final = 0.05
 
 _State = Literal["queued", "running", "done", "timed_out", "abandoned"]
 _STOPPED: Final = object()  # the sentinel that makes a worker thread exit
+
+
+@dataclass(frozen=True)
+class ActivityOutcome:
+    """How an attempt ended: its value, its error, a timeout, or ``AttemptAbandoned``."""
+
+    ok: bool
+    value: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
 
 
 class AttemptAbandoned(RuntimeError):
