@@ -1,14 +1,15 @@
 """What a running activity knows about itself: ``activity_info()``.
 
 Why a context variable: the activity function is user code called by the
-turn's activity step (``turn.activity.attempt``) through the engine's
-activity runner (``engine.activities.run_activity``). The step knows the
-run, the command's journal position, the attempt number and the claim
-epoch; the function only has its own arguments. The step sets
-``_CURRENT`` around the call (``activity_scope``), and the runner copies
-the context into the timeout thread it starts, so the value is right on
-every path: inline, on a timeout thread, in a polling engine and in a Celery
-pool process (which drives the same ``Turn``).
+turn's activity step (``turn.activity``) through the engine's activity
+executor (``engine.executor``). The step knows the run, the command's
+journal position, the attempt number and the claim epoch, and builds the
+``ActivityInfo``; the function only has its own arguments. The executor
+sets ``_CURRENT`` around the call (``activity_scope``), in a copy of the
+submitting thread's context, so the value is right on every path: on a
+worker thread (``engine.activity_threads``), on the event loop
+(``engine.activity_loop``), in a polling engine and in a Celery pool process
+(which drives the same ``Turn``).
 
 The invariant ``idempotency_key`` protects: one activity command of one
 workflow has one key, whatever the attempt and whichever engine owns the
