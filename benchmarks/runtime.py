@@ -103,8 +103,7 @@ def optional_overrides(**wanted: Any) -> tuple[dict[str, Any], dict[str, str]]:
 def turn_cpu(engine: Any) -> Iterator[list[float]]:
     """Record the thread CPU time (s) of every ``engine.drive`` call (one turn each).
 
-    Wraps the instance attribute, as ``commits_per_workflow`` wraps
-    ``run_activity``: the scheduler calls ``self.engine.drive``."""
+    Wraps the instance attribute: the scheduler calls ``self.engine.drive``."""
     samples: list[float] = []
     real = engine.drive
 

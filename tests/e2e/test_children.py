@@ -203,9 +203,11 @@ def test_all_raises_the_first_error_and_cancels_the_rest(weft_env):
     h = client.start("kids-all-error", None, workflow_id="kae")
     start = weft_env.clock.now
     weft_env.run_until_idle()
-    # Both activities ran at once; the first failure decided: the 10 s sleep
-    # was dropped, not waited for.
-    assert (CALLS["first"], CALLS["second"]) == (1, 1)
+    # Both activities were started at once; the first failure decided (the
+    # other may not have begun on its thread yet): the 10 s sleep was
+    # dropped, not waited for.
+    assert CALLS["first"] + CALLS["second"] in (1, 2)
+    assert max(CALLS["first"], CALLS["second"]) == 1
     assert h.status() == "completed", h.error()
     result = h.result(timeout=1)
     assert result["error"] in {"first broke", "second broke"}

@@ -23,7 +23,6 @@ import pytest
 
 from tests.support import ManualClock, wait_for
 from weft_django.clock import wall_ms
-from weft_django.engine.activities import ActivityOutcome
 from weft_django.engine.activity_context import (
     ActivityInfo,
     AttemptControl,
@@ -31,7 +30,7 @@ from weft_django.engine.activity_context import (
     deadline_from_ms,
 )
 from weft_django.engine.definitions import ActivityDefinition
-from weft_django.engine.executor import ActivityExecutor, Attempt, AttemptAbandoned
+from weft_django.engine.executor import ActivityExecutor, ActivityOutcome, Attempt, AttemptAbandoned
 from weft_django.ownership.metrics import ClaimMetrics
 
 _names = iter(range(1_000_000))

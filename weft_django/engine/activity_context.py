@@ -1,5 +1,6 @@
 """What a running activity knows about itself: ``activity_info()``.
 
+<<<<<<< HEAD
 Why a context variable: the activity function is user code started by the
 turn's activity step (``turn.activity.start_attempt``) on the engine's
 activity executor. The step knows the
@@ -9,6 +10,18 @@ and the executor (``engine.executor``) runs the function inside
 ``activity_scope(info)`` in a copy of the submitting context, so the value
 is right on every path: a worker thread, the executor's event loop, a
 polling engine and a Celery pool process (which drives the same ``Turn``).
+=======
+Why a context variable: the activity function is user code called by the
+turn's activity step (``turn.activity``) through the engine's activity
+executor (``engine.executor``). The step knows the run, the command's
+journal position, the attempt number and the claim epoch, and builds the
+``ActivityInfo``; the function only has its own arguments. The executor
+sets ``_CURRENT`` around the call (``activity_scope``), in a copy of the
+submitting thread's context, so the value is right on every path: on a
+worker thread (``engine.activity_threads``), on the event loop
+(``engine.activity_loop``), in a polling engine and in a Celery pool process
+(which drives the same ``Turn``).
+>>>>>>> rt-split
 
 The invariant ``idempotency_key`` protects: one activity command of one
 workflow has one key, whatever the attempt and whichever engine owns the

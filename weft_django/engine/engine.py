@@ -28,9 +28,8 @@ from typing import Any
 from weft_django.clock import Clock, process_clock, wall_ms
 from weft_django.conf import OwnershipMode, WeftSettings, get_settings
 from weft_django.engine import records
-from weft_django.engine.activities import ActivityOutcome
 from weft_django.engine.db_connections import mark_engine_thread
-from weft_django.engine.executor import ActivityExecutor
+from weft_django.engine.executor import ActivityExecutor, ActivityOutcome
 from weft_django.engine.heartbeats import close_heartbeat_thread
 from weft_django.engine.local_scheduler import LocalScheduler
 from weft_django.engine.loops import SideTasks

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from weft_django.clock import wall_ms
-from weft_django.engine.activities import ActivityOutcome
 from weft_django.engine.activity_context import (
     ActivityInfo,
     AttemptControl,
@@ -25,6 +24,7 @@ from weft_django.engine.activity_context import (
 )
 from weft_django.engine.commands import RunActivity
 from weft_django.engine.definitions import get_activity
+from weft_django.engine.executor import ActivityOutcome
 from weft_django.engine.heartbeats import heartbeat_sink
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Leaf
