@@ -1,16 +1,5 @@
 """What a running activity knows about itself: ``activity_info()``.
 
-<<<<<<< HEAD
-Why a context variable: the activity function is user code started by the
-turn's activity step (``turn.activity.start_attempt``) on the engine's
-activity executor. The step knows the
-run, the command's journal position, the attempt number and the claim
-epoch; the function only has its own arguments. The step builds the info,
-and the executor (``engine.executor``) runs the function inside
-``activity_scope(info)`` in a copy of the submitting context, so the value
-is right on every path: a worker thread, the executor's event loop, a
-polling engine and a Celery pool process (which drives the same ``Turn``).
-=======
 Why a context variable: the activity function is user code called by the
 turn's activity step (``turn.activity``) through the engine's activity
 executor (``engine.executor``). The step knows the run, the command's
@@ -21,7 +10,6 @@ submitting thread's context, so the value is right on every path: on a
 worker thread (``engine.activity_threads``), on the event loop
 (``engine.activity_loop``), in a polling engine and in a Celery pool process
 (which drives the same ``Turn``).
->>>>>>> rt-split
 
 The invariant ``idempotency_key`` protects: one activity command of one
 workflow has one key, whatever the attempt and whichever engine owns the
