@@ -124,6 +124,16 @@ def celery_waiter(ctx: Any, data: dict[str, Any]) -> Any:
     return {"go": go, "step": step, "finish": finish}
 
 
+@workflow(name="celery-signal-loop")
+def celery_signal_loop(ctx: Any, data: dict[str, Any]) -> Any:
+    """``steps`` times: wait for ``go``, then one step (one turn a signal)."""
+    key, done = data["id"], []
+    for i in range(int(data["steps"])):
+        go = yield ctx.wait_for_signal("go")
+        done.append((yield ctx.run(celery_step, f"{key}:{i}:{go}")))
+    return done
+
+
 @workflow(name="celery-sleeper")
 def celery_sleeper(ctx: Any, data: dict[str, Any]) -> Any:
     yield ctx.sleep(float(data["seconds"]))
