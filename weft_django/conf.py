@@ -113,8 +113,8 @@ DESCRIPTIONS: dict[str, str] = {
     "backoff) before the run is suspended with the error",
     "ACTIVITY_CONCURRENCY": "activity attempts one engine process (or one Celery pool process) "
     "runs at once; separate from WORKER_CONCURRENCY",
-    "WORKFLOW_CACHE_SIZE": "workflows whose live generator an engine keeps between turns "
-    "(0 turns the cache off)",
+    "WORKFLOW_CACHE_SIZE": "workflows whose live generator an engine (or one Celery pool "
+    "process) keeps between turns (0 turns the cache off)",
 }
 
 

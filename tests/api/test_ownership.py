@@ -110,6 +110,8 @@ def test_metrics_sums_every_engine(api: Any) -> None:
                 "active_claims": active,
                 "renewal_failures": 1,
                 "abandoned_activity_threads": 3,
+                "workflow_cache_hits": 4,
+                "workflow_cache_misses": 1,
                 "wakes": [
                     {"kind": "signal", "decision": "proceed", "transport": "polling", "count": 2}
                 ],
@@ -141,6 +143,7 @@ def test_metrics_sums_every_engine(api: Any) -> None:
     assert body["active_claims"] == 2  # the stopped engine's gauge does not count
     assert body["renewal_failures"] == 2
     assert body["abandoned_activity_threads"] == 6  # a counter: stopped engines count
+    assert (body["workflow_cache_hits"], body["workflow_cache_misses"]) == (8, 2)
     assert body["wakes"] == [
         {"kind": "signal", "decision": "proceed", "transport": "polling", "count": 4}
     ]

@@ -67,6 +67,9 @@ def test_status_json_has_the_numbers(populated: Populated) -> None:
     assert engine["claims_held"] == 2
     assert engine["counters"]["attempts"]["acquired"] == 4
     assert data["metrics"]["attempts"]["acquired"] == 4
+    # Each run's first turn looked in the (empty) workflow cache: 4 misses.
+    assert engine["counters"]["workflow_cache_misses"] == 4
+    assert data["metrics"]["workflow_cache_hits"] == 0
     assert data["marker"]["mode"] == "workflow-lease"
     assert "check" not in data
 
@@ -77,6 +80,7 @@ def test_status_text(populated: Populated) -> None:
     assert "expired claims: 2" in text
     assert "parked 2" in text
     assert "engines: 0 alive of 1 recorded" in text
+    assert "workflow cache (all engines): hits 0, misses 4, hit rate 0.0%" in text
 
 
 def test_check_fails_with_no_engine_alive(populated: Populated) -> None:

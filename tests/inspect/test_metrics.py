@@ -160,6 +160,33 @@ def test_abandoned_activity_threads_are_summed_over_live_and_stopped_engines() -
     assert value(weft_samples(text), "weft_activity_abandoned_threads_total") == 5
 
 
+@pytest.mark.django_db
+def test_workflow_cache_counters_are_summed_over_live_and_stopped_engines() -> None:
+    EngineRecord.objects.all().delete()
+    now = wall_ms()
+    for engine_id, hits, misses, stopped in (("wc-1", 7, 2, None), ("wc-2", 1, 4, now)):
+        EngineRecord.objects.create(
+            engine_id=engine_id,
+            mode="workflow-lease",
+            started_at=now,
+            heartbeat_at=now,
+            stopped_at=stopped,
+            metrics={"version": 1, "workflow_cache_hits": hits, "workflow_cache_misses": misses},
+        )
+    assert cluster_status().totals.workflow_cache_hit_rate == pytest.approx(8 / 14)
+    registry = CollectorRegistry()
+    prometheus.register(registry)
+    try:
+        text = generate_latest(registry).decode()
+    finally:
+        prometheus.unregister(registry)
+    assert "# TYPE weft_workflow_cache_hits_total counter" in text
+    assert "# TYPE weft_workflow_cache_misses_total counter" in text
+    samples = weft_samples(text)
+    assert value(samples, "weft_workflow_cache_hits_total") == 8
+    assert value(samples, "weft_workflow_cache_misses_total") == 6
+
+
 def test_registration_is_idempotent_and_never_queries() -> None:
     # No django_db mark: any query here would raise (pytest-django blocks it).
     registry = CollectorRegistry()

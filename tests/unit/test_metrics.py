@@ -164,6 +164,8 @@ def test_prometheus_text_lists_every_outcome_including_zeros() -> None:
         "weft_workflow_claim_renewal_failures_total 2",
         'weft_wakes_total{kind="child-completion",decision="discard",transport="notify"} 1',
         "weft_activity_abandoned_threads_total 0",
+        "weft_workflow_cache_hits_total 0",
+        "weft_workflow_cache_misses_total 0",
     ]
     for name, kind in [
         ("weft_workflow_claim_attempts_total", "counter"),
@@ -171,6 +173,8 @@ def test_prometheus_text_lists_every_outcome_including_zeros() -> None:
         ("weft_workflow_claim_renewal_failures_total", "counter"),
         ("weft_wakes_total", "counter"),
         ("weft_activity_abandoned_threads_total", "counter"),
+        ("weft_workflow_cache_hits_total", "counter"),
+        ("weft_workflow_cache_misses_total", "counter"),
     ]:
         assert f"# TYPE {name} {kind}" in lines
         assert any(ln.startswith(f"# HELP {name} ") for ln in lines)
@@ -314,6 +318,8 @@ metrics_shaped = st.fixed_dictionaries(
         "active_claims": json_values,
         "renewal_failures": json_values,
         "abandoned_activity_threads": json_values,
+        "workflow_cache_hits": json_values,
+        "workflow_cache_misses": json_values,
         "wakes": st.lists(
             st.fixed_dictionaries(
                 {},
@@ -337,7 +343,13 @@ metrics_shaped = st.fixed_dictionaries(
 def test_from_json_of_garbage_never_raises(data: object) -> None:
     snap = ClaimMetricsSnapshot.from_json(data)
     assert list(snap.attempts) == list(CLAIM_ATTEMPT_OUTCOMES)
-    counts = [snap.active_claims, snap.renewal_failures, snap.abandoned_activity_threads]
+    counts = [
+        snap.active_claims,
+        snap.renewal_failures,
+        snap.abandoned_activity_threads,
+        snap.workflow_cache_hits,
+        snap.workflow_cache_misses,
+    ]
     for n in [*snap.attempts.values(), *counts]:
         assert type(n) is int and n >= 0
     for (kind, decision, transport), n in snap.wakes.items():
@@ -401,6 +413,8 @@ def test_is_zero_ignores_the_active_claims_gauge() -> None:
     assert ClaimMetricsSnapshot(active_claims=5).is_zero()
     assert not ClaimMetricsSnapshot(renewal_failures=1).is_zero()
     assert not ClaimMetricsSnapshot(abandoned_activity_threads=1).is_zero()
+    assert not ClaimMetricsSnapshot(workflow_cache_hits=1).is_zero()
+    assert not ClaimMetricsSnapshot(workflow_cache_misses=1).is_zero()
 
 
 def test_abandoned_activity_threads_count_sum_subtract_and_round_trip() -> None:
@@ -426,3 +440,39 @@ def test_abandoned_activity_threads_count_sum_subtract_and_round_trip() -> None:
         metrics.record_abandoned_activity_thread(-1)
     metrics.reset()
     assert metrics.snapshot().abandoned_activity_threads == 0
+
+
+def test_workflow_cache_counters_count_sum_subtract_and_round_trip() -> None:
+    metrics = ClaimMetrics()
+    assert metrics.snapshot().workflow_cache_hit_rate is None  # no look yet
+    metrics.record_workflow_cache_lookup(hit=False)
+    earlier = metrics.snapshot()
+    for hit in (True, True, True, False):
+        metrics.record_workflow_cache_lookup(hit=hit)
+    now = metrics.snapshot()
+    assert (now.workflow_cache_hits, now.workflow_cache_misses) == (3, 2)
+    assert now.workflow_cache_hit_rate == pytest.approx(0.6)
+    delta = now - earlier
+    assert (delta.workflow_cache_hits, delta.workflow_cache_misses) == (3, 1)
+    total = now + earlier
+    assert (total.workflow_cache_hits, total.workflow_cache_misses) == (3, 3)
+    doc = metrics.to_json()
+    assert (doc["workflow_cache_hits"], doc["workflow_cache_misses"]) == (3, 2)
+    assert ClaimMetricsSnapshot.from_json(doc) == now
+    assert ClaimMetrics.from_json(doc).snapshot() == now
+    # A record written before the counters existed reads as 0; garbage is ignored.
+    old = ClaimMetricsSnapshot.from_json({"renewal_failures": 1})
+    assert (old.workflow_cache_hits, old.workflow_cache_misses) == (0, 0)
+    for bad in (-1, True, 1.5, "3"):
+        snap = ClaimMetricsSnapshot.from_json(
+            {"workflow_cache_hits": bad, "workflow_cache_misses": bad}
+        )
+        assert (snap.workflow_cache_hits, snap.workflow_cache_misses) == (0, 0)
+    text = to_prometheus_text(now)
+    assert "weft_workflow_cache_hits_total 3" in text
+    assert "weft_workflow_cache_misses_total 2" in text
+    for bad_hit in (1, None, "yes"):
+        with pytest.raises(ValueError, match="workflow cache hit must be a bool"):
+            metrics.record_workflow_cache_lookup(hit=bad_hit)  # type: ignore[arg-type]
+    metrics.reset()
+    assert metrics.snapshot().is_zero()

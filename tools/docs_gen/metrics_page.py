@@ -24,6 +24,8 @@ def _engine_families() -> list[tuple[str, str, str, tuple[str, ...]]]:
         active_claims=1,
         renewal_failures=1,
         abandoned_activity_threads=1,
+        workflow_cache_hits=1,
+        workflow_cache_misses=1,
         wakes=dict.fromkeys(itertools.product(WAKE_KINDS, WAKE_DECISIONS, WAKE_TRANSPORTS), 1),
     )
     helps: dict[str, str] = {}

@@ -116,6 +116,8 @@ class EngineRecordAdmin(ReadOnlyAdmin):
                 "active_claims": snap.active_claims,
                 "renewal_failures": snap.renewal_failures,
                 "abandoned_activity_threads": snap.abandoned_activity_threads,
+                "workflow_cache_hits": snap.workflow_cache_hits,
+                "workflow_cache_misses": snap.workflow_cache_misses,
                 "wakes": [
                     {"kind": k, "decision": d, "transport": t, "count": n}
                     for (k, d, t), n in sorted(snap.wakes.items())

@@ -85,6 +85,15 @@ class WeftClusterCollector(Collector):
                 "Sync activity threads abandoned while still running (they cannot be "
                 "stopped), summed over every engine.",
             ),
+            "cache_hits": CounterMetricFamily(
+                "weft_workflow_cache_hits",
+                "Turns that resumed their run's cached replay, summed over every engine.",
+            ),
+            "cache_misses": CounterMetricFamily(
+                "weft_workflow_cache_misses",
+                "Turns that found no valid cached replay and replayed the journal (cache "
+                "on), summed over every engine.",
+            ),
             "engines_alive": GaugeMetricFamily(
                 "weft_engines_alive", "Engines alive (heartbeat within 3 renew intervals)."
             ),
@@ -138,6 +147,8 @@ class WeftClusterCollector(Collector):
         for (kind, decision, transport), n in sorted(totals.wakes.items()):
             families["wakes"].add_metric([kind, decision, transport], n)
         families["abandoned_threads"].add_metric([], totals.abandoned_activity_threads)
+        families["cache_hits"].add_metric([], totals.workflow_cache_hits)
+        families["cache_misses"].add_metric([], totals.workflow_cache_misses)
         families["engines_alive"].add_metric([], len(status.alive_engines))
         for engine_id, n in sorted(status.live_claims_per_engine.items()):
             families["claims_held"].add_metric([engine_id], n)

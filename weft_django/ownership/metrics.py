@@ -2,8 +2,9 @@
 
 Why this module exists: operators need to see claim churn (acquisitions,
 takeovers, lost races, depositions, cooldown skips), how many claims an
-engine holds, renewal failures, how wakes are decided, and how many sync
-activity threads were abandoned still running -- without ever
+engine holds, renewal failures, how wakes are decided, how many sync
+activity threads were abandoned still running, and how often a turn found
+its run's replay in the workflow cache -- without ever
 turning a workflow id into a Prometheus label, which would let traffic blow
 up the metrics store. The invariant protected here: **every label value is a
 member of a closed set**. There is no API that accepts a free-form label;
@@ -115,6 +116,18 @@ class ClaimMetricsSnapshot:
     abandoned_activity_threads: int = 0
     """Sync activity threads abandoned while still running (a timeout, a
     heartbeat timeout, a result no longer wanted): Python cannot stop them."""
+    workflow_cache_hits: int = 0
+    """Turns that resumed their run's cached replay (``engine.workflow_cache``)."""
+    workflow_cache_misses: int = 0
+    """Turns of an engine with the cache on that found no valid cached replay
+    (never cached, evicted, the epoch or the run's version moved, other code
+    registered): each replayed the journal in full."""
+
+    @property
+    def workflow_cache_hit_rate(self) -> float | None:
+        """Hits over looks in the workflow cache; ``None`` before the first look."""
+        looks = self.workflow_cache_hits + self.workflow_cache_misses
+        return self.workflow_cache_hits / looks if looks > 0 else None
 
     def __add__(self, other: ClaimMetricsSnapshot) -> ClaimMetricsSnapshot:
         if not isinstance(other, ClaimMetricsSnapshot):
@@ -133,6 +146,8 @@ class ClaimMetricsSnapshot:
             abandoned_activity_threads=(
                 self.abandoned_activity_threads + other.abandoned_activity_threads
             ),
+            workflow_cache_hits=self.workflow_cache_hits + other.workflow_cache_hits,
+            workflow_cache_misses=self.workflow_cache_misses + other.workflow_cache_misses,
         )
 
     def __sub__(self, other: ClaimMetricsSnapshot) -> ClaimMetricsSnapshot:
@@ -156,6 +171,8 @@ class ClaimMetricsSnapshot:
             abandoned_activity_threads=(
                 self.abandoned_activity_threads - other.abandoned_activity_threads
             ),
+            workflow_cache_hits=self.workflow_cache_hits - other.workflow_cache_hits,
+            workflow_cache_misses=self.workflow_cache_misses - other.workflow_cache_misses,
         )
 
     def is_zero(self) -> bool:
@@ -165,6 +182,8 @@ class ClaimMetricsSnapshot:
             and not self.renewal_failures
             and not self.wakes
             and not self.abandoned_activity_threads
+            and not self.workflow_cache_hits
+            and not self.workflow_cache_misses
         )
 
     def __radd__(self, other: object) -> ClaimMetricsSnapshot:
@@ -188,6 +207,8 @@ class ClaimMetricsSnapshot:
             "renewal_failures": _count_or_zero(self.renewal_failures),
             "wakes": wakes,
             "abandoned_activity_threads": _count_or_zero(self.abandoned_activity_threads),
+            "workflow_cache_hits": _count_or_zero(self.workflow_cache_hits),
+            "workflow_cache_misses": _count_or_zero(self.workflow_cache_misses),
         }
 
     @classmethod
@@ -215,6 +236,8 @@ class ClaimMetricsSnapshot:
         active = data.get("active_claims")
         failures = data.get("renewal_failures")
         abandoned = data.get("abandoned_activity_threads")
+        hits = data.get("workflow_cache_hits")
+        misses = data.get("workflow_cache_misses")
         wakes: dict[WakeKey, int] = {}
         raw_wakes = data.get("wakes")
         if isinstance(raw_wakes, list):
@@ -230,6 +253,8 @@ class ClaimMetricsSnapshot:
             renewal_failures=int(failures) if _is_count(failures) else 0,
             wakes=wakes,
             abandoned_activity_threads=int(abandoned) if _is_count(abandoned) else 0,
+            workflow_cache_hits=int(hits) if _is_count(hits) else 0,
+            workflow_cache_misses=int(misses) if _is_count(misses) else 0,
         )
 
 
@@ -280,6 +305,8 @@ class ClaimMetrics:
         self._renewal_failures = 0
         self._wakes: dict[WakeKey, int] = {}
         self._abandoned_activity_threads = 0
+        self._workflow_cache_hits = 0
+        self._workflow_cache_misses = 0
 
     def record_claim_attempt(self, outcome: ClaimAttemptOutcome) -> None:
         """Count one claim attempt with ``outcome`` (one of ``CLAIM_ATTEMPT_OUTCOMES``)."""
@@ -305,6 +332,17 @@ class ClaimMetrics:
         with self._lock:
             self._abandoned_activity_threads += value
 
+    def record_workflow_cache_lookup(self, *, hit: bool) -> None:
+        """Count one turn's look in the workflow cache: ``hit`` if it resumed
+        the cached replay, else a miss (it replays the journal in full)."""
+        if not isinstance(hit, bool):
+            raise ValueError(f"workflow cache hit must be a bool, got {hit!r:.80}")
+        with self._lock:
+            if hit:
+                self._workflow_cache_hits += 1
+            else:
+                self._workflow_cache_misses += 1
+
     def record_wake(self, kind: WakeKind, decision: WakeDecision, transport: WakeTransport) -> None:
         """Count one wake of ``kind`` decided ``decision`` that arrived by ``transport``."""
         _check("wake kind", kind, WAKE_KINDS)
@@ -323,6 +361,8 @@ class ClaimMetrics:
                 renewal_failures=self._renewal_failures,
                 wakes=dict(self._wakes),
                 abandoned_activity_threads=self._abandoned_activity_threads,
+                workflow_cache_hits=self._workflow_cache_hits,
+                workflow_cache_misses=self._workflow_cache_misses,
             )
 
     def reset(self) -> None:
@@ -333,6 +373,8 @@ class ClaimMetrics:
             self._renewal_failures = 0
             self._wakes = {}
             self._abandoned_activity_threads = 0
+            self._workflow_cache_hits = 0
+            self._workflow_cache_misses = 0
 
     def to_json(self) -> dict[str, Any]:
         """``self.snapshot().to_json()``: what an engine stores at each heartbeat."""
@@ -348,6 +390,8 @@ class ClaimMetrics:
         metrics._renewal_failures = snap.renewal_failures
         metrics._wakes = dict(snap.wakes)
         metrics._abandoned_activity_threads = snap.abandoned_activity_threads
+        metrics._workflow_cache_hits = snap.workflow_cache_hits
+        metrics._workflow_cache_misses = snap.workflow_cache_misses
         return metrics
 
 
@@ -365,6 +409,14 @@ _HELP: Final[dict[str, tuple[str, str]]] = {
     "weft_activity_abandoned_threads_total": (
         "counter",
         "Sync activity threads abandoned while still running (they cannot be stopped).",
+    ),
+    "weft_workflow_cache_hits_total": (
+        "counter",
+        "Turns that resumed their run's cached replay (no journal replay).",
+    ),
+    "weft_workflow_cache_misses_total": (
+        "counter",
+        "Turns that found no valid cached replay and replayed the journal (cache on).",
     ),
 }
 
@@ -401,4 +453,9 @@ def to_prometheus_text(snapshot: ClaimMetricsSnapshot) -> str:
     header("weft_activity_abandoned_threads_total")
     abandoned = _count_or_zero(snapshot.abandoned_activity_threads)
     lines.append(f"weft_activity_abandoned_threads_total {abandoned}")
+    header("weft_workflow_cache_hits_total")
+    lines.append(f"weft_workflow_cache_hits_total {_count_or_zero(snapshot.workflow_cache_hits)}")
+    header("weft_workflow_cache_misses_total")
+    misses = _count_or_zero(snapshot.workflow_cache_misses)
+    lines.append(f"weft_workflow_cache_misses_total {misses}")
     return "\n".join(lines) + "\n"

@@ -111,6 +111,14 @@ class MetricsSerializer(serializers.Serializer):
         help_text="Sync activity threads abandoned while still running (a timeout, a "
         "heartbeat timeout, a result no longer wanted), summed over every engine."
     )
+    workflow_cache_hits = serializers.IntegerField(
+        help_text="Turns that resumed their run's cached replay (WORKFLOW_CACHE_SIZE), "
+        "summed over every engine."
+    )
+    workflow_cache_misses = serializers.IntegerField(
+        help_text="Turns of engines with the workflow cache on that found no valid cached "
+        "replay and replayed the journal in full, summed over every engine."
+    )
     engines = EngineCountsSerializer()
     claims = ClaimCountsSerializer()
     runs_by_status = serializers.DictField(child=serializers.IntegerField())

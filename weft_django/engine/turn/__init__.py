@@ -127,7 +127,8 @@ class Turn(TurnState):
             str(self.run.pk), epoch=self.host.epoch_for(self.run.workflow_id), version=self.version
         )
         if replay is not None and replay.definition != get_workflow(self.run.name):
-            return None  # other code is registered now: replay it from the journal
+            replay = None  # other code is registered now: replay it from the journal
+        self.host.metrics.record_workflow_cache_lookup(hit=replay is not None)
         return replay
 
     def _keep_in_cache(self) -> None:

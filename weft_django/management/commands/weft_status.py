@@ -111,3 +111,8 @@ class Command(BaseCommand):
             f"{totals.renewal_failures}; claims active (live engines) {totals.active_claims}"
         )
         out(f"abandoned activity threads (all engines): {totals.abandoned_activity_threads}")
+        rate = totals.workflow_cache_hit_rate
+        out(
+            f"workflow cache (all engines): hits {totals.workflow_cache_hits}, misses "
+            f"{totals.workflow_cache_misses}, hit rate {'-' if rate is None else f'{rate:.1%}'}"
+        )

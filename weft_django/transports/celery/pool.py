@@ -9,6 +9,15 @@ the holder row carries this node's engine id at exactly that epoch. The
 node renews what the pool claims; after each task the pool engine forgets
 its claims and adds its counters to the node's ``EngineRecord``.
 
+The pool engines of one process share ONE workflow cache (``PoolState.cache``):
+with the threads pool, a run's next turn runs on whichever thread is free,
+and it must still find the replay its last turn parked. Sharing is safe
+because an entry is valid only for the claim epoch and run version it was
+parked at, and ``take`` hands it to one turn only (``engine.workflow_cache``).
+A prefork node has one engine per process, and Celery hands each message to
+any free process: a turn that lands on another process than the last one is
+a miss, i.e. a full replay -- the same result.
+
 This process's mutable state is one ``PoolState`` object, reset after a fork.
 """
 
@@ -23,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import Min
 
 from weft_django.clock import wall_ms
+from weft_django.engine import Engine
 from weft_django.engine.db_connections import mark_engine_thread
 from weft_django.engine.records import add_counters
 from weft_django.engine.turn_failures import record_turn_failure
@@ -45,7 +55,7 @@ from weft_django.vocab import WAKE_KINDS, WakeKind, WakeTransport
 from weft_django.warnings import warn_wake_discarded
 
 if TYPE_CHECKING:
-    from weft_django.engine import Engine
+    from weft_django.engine.workflow_cache import WorkflowCache
 
 logger = logging.getLogger("weft_django.transports.celery")
 
@@ -67,11 +77,22 @@ class PoolState:
     driving: DrivingRuns = field(default_factory=DrivingRuns)
     #: A turn mark could not be cleared: clear leftovers before the next task.
     marks_dirty: bool = False
+    #: The workflow cache of every pool engine of this process (the first one's).
+    cache: WorkflowCache | None = None
+    cache_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reset(self) -> None:
         self.local = threading.local()
         self.driving.clear()
         self.marks_dirty = False
+        self.cache = None
+
+    def shared_cache(self, own: WorkflowCache | None) -> WorkflowCache | None:
+        """This process's pool cache: the first engine's ``own`` cache becomes it."""
+        with self.cache_lock:
+            if self.cache is None:
+                self.cache = own
+            return self.cache
 
 
 state = PoolState()
@@ -89,13 +110,21 @@ class PoolScheduler(MessageScheduler):
         super().dispatch_turn(run_id, wake_kind, transport)
 
 
+class PoolEngine(Engine):
+    """A pool process's engine (one per thread): its workflow cache is the process's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.workflow_cache = state.shared_cache(self.workflow_cache)
+
+
 def pool_engine() -> Engine:
     """This thread's pool engine (same engine id as the node; never renews)."""
     ident = identity()
     assert ident is not None
     engine: Engine | None = getattr(state.local, "engine", None)
     if engine is None or engine.engine_id != ident.engine_id:
-        engine = build_engine(ident, PoolScheduler(ident))
+        engine = build_engine(ident, PoolScheduler(ident), PoolEngine)
         state.local.engine = engine
     return engine
 
@@ -331,6 +360,7 @@ __all__ = [
     "BUSY_RETRIES",
     "BUSY_RETRY_MS",
     "EARLY_TIMER_MS",
+    "PoolEngine",
     "PoolScheduler",
     "PoolState",
     "pool_engine",
