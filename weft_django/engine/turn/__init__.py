@@ -88,7 +88,7 @@ class Turn(TurnState):
                 # and the next engine recovers it once this one released the claim.
                 if self.attempts:
                     if not commit_finished(self):
-                        await_attempts(self, outcome.open, inbox)
+                        await_attempts(self, outcome.open, inbox, timers=False)
                     continue
                 wid = self.run.workflow_id
                 logger.info("turn of %s stopped at a checkpoint: engine stopping", wid)
@@ -143,7 +143,8 @@ class Turn(TurnState):
 
     def _note_abandoned(self) -> None:
         """Leaves a race or a failed all just abandoned: drop their attempts,
-        keep them for the child cancellation after the next commit."""
+        void their async tokens (with the next commit) and cancel their
+        children (once what abandoned them is durable)."""
         assert self.replay is not None
         abandoned = self.replay.take_abandoned()
         if abandoned:

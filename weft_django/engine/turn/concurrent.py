@@ -45,13 +45,20 @@ def commit_finished(turn: TurnState) -> bool:
     return False
 
 
-def await_attempts(turn: TurnState, open_leaves: list[Leaf], inbox: RunInbox) -> None:
-    """Block until an attempt finished, the run changed, or a timer is due."""
+def await_attempts(
+    turn: TurnState, open_leaves: list[Leaf], inbox: RunInbox, *, timers: bool = True
+) -> None:
+    """Block until an attempt finished, the run changed, or a timer is due.
+
+    ``timers=False`` (an engine stopping: no command may start): the open
+    commands' timers are neither armed nor waited for -- only the running
+    attempts are.
+    """
     host = turn.host
-    if _arm_timers(turn, open_leaves, inbox):
+    if timers and _arm_timers(turn, open_leaves, inbox):
         inbox = load_inbox(turn.run, turn.db)
     poll_ms = min(POLL_CAP_MS, max(10, host.settings.poll_interval_ms))
-    due = _next_due(turn, open_leaves, inbox)
+    due = _next_due(turn, open_leaves, inbox) if timers else None
     while True:
         now = host.now_ms()
         if due is not None and due <= now:
