@@ -599,11 +599,14 @@ def test_cancel_mid_turn_rotates_and_the_late_commit_is_refused(tmp_path):
         client.cancel(workflow_id, reason="customer")
         assert handle.status() == "cancelled"
 
-        wait_for(
-            "the owner to report its deposition",
-            lambda: any("was deposed from" in line for line in owner.lines_about(workflow_id)),
-            *workers,
-        )
+        # The owner's turn stops one of two ways: waiting on step 1, it sees the
+        # run cancelled and abandons the attempt ("turn of ... aborted"); or, had
+        # step 1 landed first, its commit is refused ("was deposed from").
+        def turn_stopped() -> bool:
+            deposed = any("was deposed from" in line for line in owner.lines_about(workflow_id))
+            return deposed or f"turn of {workflow_id} aborted: " in owner.log()
+
+        wait_for("the owner to stop its turn", turn_stopped, *workers)
         seen_ms = wall_ms()
         # Let every engine run a few more maintenance passes (hang protection only).
         for worker in workers:
@@ -627,7 +630,7 @@ def test_cancel_mid_turn_rotates_and_the_late_commit_is_refused(tmp_path):
         assert rotate.previous_engine_id == owner_id
         claim = WorkflowClaim.objects.get(pk=workflow_id)
         assert (claim.epoch, claim.engine_id, claim.expires_at) == (2, None, None)
-        # The late commit was refused: the journal holds only what was written
+        # Nothing late was recorded: the journal holds only what was written
         # under epoch 1 before the rotation; step 1 ran but was never recorded.
         entries = list(JournalEntry.objects.filter(run_id=handle.run_id).order_by("position"))
         assert [e.result for e in entries if e.kind == "activity"] == ["cx:0"]
@@ -638,11 +641,13 @@ def test_cancel_mid_turn_rotates_and_the_late_commit_is_refused(tmp_path):
         assert counts == Counter({"cx:0": 1, "cx:1": 1}), counts
         metrics = EngineRecord.objects.get(pk=owner_id).metrics
         assert metrics["attempts"]["deposed"] >= 1, metrics
-        deposed_lines = [
-            line for line in owner.lines_about(workflow_id) if "was deposed from" in line
+        stopped_lines = [
+            line
+            for line in owner.log().splitlines()
+            if "was deposed from" in line or f"turn of {workflow_id} aborted: " in line
         ]
         print(
-            f"\n[cancel] owner {owner_id} deposed; its log: {deposed_lines[0]!r}; "
+            f"\n[cancel] owner {owner_id} stopped its turn; its log: {stopped_lines[0]!r}; "
             f"observed {seen_ms - cancel_ms} ms after the cancel (step 1 takes 1.5 s)"
         )
     finally:
