@@ -249,6 +249,56 @@ def test_sigterm_during_all_records_the_branches_in_flight(tmp_path):
             worker.kill()
 
 
+def test_sigterm_while_a_sleep_of_the_all_comes_due_waits_for_the_activity(tmp_path):
+    """``ctx.all(activity, sleep)`` with SIGTERM before the sleep is due: the
+    stopping engine does not act on the due sleep (it starts nothing new) and
+    must not spin on it either -- it waits for the running activity, records
+    it, and stops at the checkpoint. Spinning, the turn would exhaust its
+    step bound: a failed turn counted on the run, the activity's result lost
+    and run again by the next engine."""
+    assert connection.vendor == "postgresql"
+    key = "term-sleep"
+    workflow_id = "procs-term-sleep"
+    branch = f"{key}:0"
+    workers: list[Worker] = []
+    try:
+        first = _worker("procs-term-sleep-w1", tmp_path, "--grace", "10")
+        workers.append(first)
+        first.wait_booted()
+        handle = client.start(
+            "procs-all-with-sleep",
+            {"id": key, "seconds": LONG_S, "sleep": SHORT_S},
+            workflow_id=workflow_id,
+        )
+
+        def sleep_armed() -> bool:  # the activity runs and the sleep's timer is durable
+            timers = Timer.objects.filter(run_id=handle.run_id, kind="sleep")
+            return side_effect_counts(key, START) == Counter({branch: 1}) and timers.exists()
+
+        wait_for("the activity running and the sleep armed", sleep_armed, first)
+        first.signal_group(signal.SIGTERM)
+        assert first.proc.wait(timeout=HANG_TIMEOUT_S) == 0, first.log()
+        log = first.log()
+        assert "Traceback" not in log and "did not settle" not in log, log[-4000:]
+        assert f"turn of {workflow_id} stopped at a checkpoint: engine stopping" in log, log
+        run = WorkflowRun.objects.get(pk=handle.run_id)
+        assert (run.status, run.turn_failures, run.turn_retry_at) == ("running", 0, None)
+        [recorded] = _activity_entries(handle.run_id)
+        assert (recorded.result, recorded.engine_id, recorded.epoch) == (
+            branch,
+            first.engine_id,
+            1,
+        )
+
+        second = _worker("procs-term-sleep-w2", tmp_path)
+        workers.append(second)
+        assert handle.result(timeout=RESULT_TIMEOUT_S) == [branch, None]
+        assert side_effect_counts(key, START) == Counter({branch: 1})  # ran once
+    finally:
+        for worker in workers:
+            worker.kill()
+
+
 def test_cancel_reaches_a_heartbeating_activity_and_its_result_is_discarded(
     tmp_path, django_user_model
 ):

@@ -69,6 +69,14 @@ def procs_fan_out(ctx: Any, data: dict[str, Any]) -> Any:
     return results
 
 
+@workflow(name="procs-all-with-sleep")
+def procs_all_with_sleep(ctx: Any, data: dict[str, Any]) -> Any:
+    """``ctx.all`` of one ``procs_span`` (branch ``0``) and a sleep."""
+    key = data["id"]
+    branches = ctx.run(procs_span, f"{key}:0", float(data["seconds"])), ctx.sleep(data["sleep"])
+    return (yield ctx.all(*branches))
+
+
 @activity()
 def procs_beating(key: str) -> str:
     """Heartbeats ``{"beat": n}`` every 50 ms until cancelled.
