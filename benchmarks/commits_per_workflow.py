@@ -74,7 +74,6 @@ METHOD = (
 class Transaction:
     kind: str  # "atomic" | "autocommit"
     statements: list[str] = field(default_factory=list)
-    user_code: bool = False
     outcome: str = "open"  # "commit" | "rollback"
 
     @property
@@ -83,7 +82,7 @@ class Transaction:
 
     @property
     def is_write_commit(self) -> bool:
-        return self.outcome == "commit" and not self.user_code and bool(self.writes)
+        return self.outcome == "commit" and bool(self.writes)
 
     def tables(self) -> list[str]:
         return sorted({_table(s) for s in self.writes})
@@ -123,7 +122,6 @@ class CommitCounter:
         self.connection = connection
         self.transactions: list[Transaction] = []
         self._open: Transaction | None = None
-        self._user_code = 0
         self.active = False
         self.reconnects = 0  # new connections opened during the window
 
@@ -134,15 +132,13 @@ class CommitCounter:
         return execute(sql, params, many, context)
 
     def _observe(self, sql: str) -> None:
-        user = self._user_code > 0
         if self.connection.in_atomic_block:
             if self._open is None:
                 self._open = Transaction("atomic")
             self._open.statements.append(sql)
-            self._open.user_code = self._open.user_code or user
         else:
             # Autocommit: the statement is its own transaction, committed by the server.
-            self.transactions.append(Transaction("autocommit", [sql], user, "commit"))
+            self.transactions.append(Transaction("autocommit", [sql], outcome="commit"))
 
     def _end(self, outcome: str) -> None:
         if self._open is not None:
@@ -192,7 +188,7 @@ class CommitCounter:
         return [t for t in self.transactions if t.outcome == "commit"]
 
     def summary(self) -> dict[str, Any]:
-        engine = [t for t in self.transactions if not t.user_code]
+        engine = self.transactions
         return {
             "write_commits": len(self.write_commits),
             "write_commit_tables": [t.tables() for t in self.write_commits],
@@ -209,9 +205,6 @@ class CommitCounter:
                 [t for t in engine if any("pg_notify" in s for s in t.statements)]
             ),
             "rollbacks": len([t for t in self.transactions if t.outcome == "rollback"]),
-            "activity_commits": len(
-                [t for t in self.transactions if t.user_code and t.outcome == "commit"]
-            ),
             "all_commits": len(self.committed),
             "reconnects": self.reconnects,
         }

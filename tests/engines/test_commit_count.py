@@ -59,15 +59,13 @@ def test_three_activity_workflow_takes_at_most_five_commits():
     print(
         f"\n[commits] three-steps: {n} write commits from client.start to completion "
         f"(tables {figures['write_commit_tables']}); read-only {figures['read_only_commits']}, "
-        f"NOTIFY {figures['notify_commits']}, rollbacks {figures['rollbacks']}, activity "
-        f"{figures['activity_commits']}; all commits {figures['all_commits']} "
+        f"NOTIFY {figures['notify_commits']}, rollbacks {figures['rollbacks']}; "
+        f"all commits {figures['all_commits']} "
         f"(+ {figures['reconnects']} reconnects) vs pg_stat xact_commit delta "
         f"{figures['pg_stat_xact_commit_delta']}"
     )
     assert n <= SPEC_MAX_COMMITS, figures
-    # Sanity of the counter: the three activities really wrote (outside the figure),
-    # and every transaction it saw is one PostgreSQL counted.
-    assert figures["activity_commits"] == 3, figures
+    # Sanity of the counter: every transaction it saw is one PostgreSQL counted.
     assert figures["pg_stat_xact_commit_delta"] >= figures["all_commits"], figures
     # The claim was acquired at pickup and released by the terminal commit.
     assert [e.kind for e in ClaimEvent.objects.filter(workflow_id="commits-1")] == [
