@@ -207,10 +207,11 @@ class ActivityInfo:
             control.note_alive()
             logger.warning(
                 "heartbeat of the activity at position %d of workflow %r (attempt %d) "
-                "ignored its details, keeping the previous ones: %s",
+                "ignored its details, keeping the previous ones: %s: %s",
                 self.position,
                 self.workflow_id,
                 self.attempt,
+                type(exc).__name__,
                 exc,
             )
             return
