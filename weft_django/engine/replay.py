@@ -12,21 +12,31 @@ open. The engine acts on them and feeds each new event back with
 access refused — so ``client.query`` can replay read-only anywhere.
 
 ``Replay`` is the ``WorkflowRuntime`` that ``ctx`` declares: this module
-imports the context, never the reverse. Slightly over 400 lines: one state
-machine with its event and outcome types, read as one.
+imports the context, never the reverse. The tree of one yield (leaves and groups,
+how a group is decided) is ``engine.branches``; the rest -- one state
+machine with its event and outcome types, read as one -- is just over 400
+lines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from weft_django.engine.branches import (
+    Group,
+    Leaf,
+    Node,
+    delivered,
+    eligible,
+    settle_empty,
+    settle_parent,
+)
 from weft_django.engine.commands import (
     LEAF_COMMANDS,
     All,
     ContinueAsNew,
-    LeafCommand,
     LeafKind,
     Race,
     WaitUntil,
@@ -58,56 +68,6 @@ class Event:
     target: str = ""
     result: Any = None
     error: Any = None
-
-
-@dataclass
-class Leaf:
-    """An open or settled leaf command of this replay."""
-
-    id: int
-    command: LeafCommand
-    group: Group | None = None
-    settled: bool = False
-    value: Any = None
-    error: BaseException | None = None
-    abandoned: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def live(self) -> bool:
-        return not self.settled and not self.abandoned
-
-
-@dataclass
-class Group:
-    """A ``ctx.all`` / ``ctx.race`` / ``ctx.map``: members are leaves or groups."""
-
-    kind: Literal["all", "race"]
-    members: list[Leaf | Group] = field(default_factory=list)
-    parent: Group | None = None
-    return_exceptions: bool = False
-    max_concurrency: int | None = None
-    settled: bool = False
-    abandoned: bool = False
-    value: Any = None
-    error: BaseException | None = None
-
-    @property
-    def live(self) -> bool:
-        return not self.settled and not self.abandoned
-
-    def leaves(self) -> list[Leaf]:
-        """Every leaf of this group's tree, depth-first in command order."""
-        found: list[Leaf] = []
-        for member in self.members:
-            if isinstance(member, Group):
-                found.extend(member.leaves())
-            else:
-                found.append(member)
-        return found
-
-
-Node = Leaf | Group
 
 
 @dataclass(frozen=True)
@@ -297,7 +257,7 @@ class Replay:
         blocked = self._blocked
         if blocked is None or not blocked.live:
             return []
-        return _eligible(blocked)
+        return eligible(blocked)
 
     def _start(self) -> None:
         with database_refused():
@@ -320,7 +280,7 @@ class Replay:
             error = blocked.error
             self._step(lambda: self._gen.throw(error))
         else:
-            value = _delivered(blocked.value)
+            value = delivered(blocked.value)
             self._step(lambda: self._gen.send(value))
 
     def _retire(self, blocked: Node) -> None:
@@ -364,7 +324,7 @@ class Replay:
                 self._outcome = Failed(error_record(exc))
                 return
             self._blocked = blocked
-            self._settle_empty(blocked)
+            settle_empty(blocked, self._abandoned)
             return
         self._outcome = Failed(
             {
@@ -426,66 +386,7 @@ class Replay:
             leaf.error = rebuild_error(event.error)
         else:
             leaf.value = event.result
-        self._settle_parent(leaf)
-
-    def _settle_parent(self, node: Node) -> None:
-        """``node`` settled: settle its group when that decides it, upwards.
-
-        ``race``: the first member to settle decides, ``(index, value)`` or
-        its error. ``all``: the first failure decides (the rest are
-        abandoned) unless ``return_exceptions``; otherwise every member.
-        """
-        group = node.parent if isinstance(node, Group) else node.group
-        if group is not None and group.live and self._decide(group):
-            self._settle_parent(group)
-
-    def _decide(self, group: Group) -> bool:
-        """Settle ``group`` if its settled members decide it (and abandon the
-        rest). Called as each member settles, so the first settled member in
-        command order is the one that just settled (or, for groups that are
-        settled when yielded -- empty ones -- the first of them)."""
-        settled = [(index, m) for index, m in enumerate(group.members) if m.settled]
-        if group.kind == "race" and group.members:
-            if not settled:
-                return False
-            index, first = settled[0]
-            if first.error is not None:
-                group.error = first.error
-            else:
-                group.value = (index, first.value)
-        else:
-            failed = [m for _, m in settled if m.error is not None]
-            if failed and not group.return_exceptions:
-                group.error = failed[0].error
-            elif len(settled) == len(group.members):
-                group.value = [m.error if m.error is not None else m.value for m in group.members]
-            else:
-                return False
-        group.settled = True
-        for member in group.members:
-            if member.live:
-                self._abandon(member)
-        return True
-
-    def _settle_empty(self, node: Node) -> None:
-        """Settle the groups of a just-yielded tree that are decided already
-        (an empty ``ctx.all()``, a race over one), bottom-up."""
-        if isinstance(node, Group):
-            for member in node.members:
-                self._settle_empty(member)
-            if node.live:
-                self._decide(node)
-
-    def _abandon(self, node: Node) -> None:
-        """Cancel ``node`` and its live subtree (a lost race, a failed all)."""
-        if isinstance(node, Group):
-            node.abandoned = True
-            for member in node.members:
-                if member.live:
-                    self._abandon(member)
-            return
-        node.abandoned = True
-        self._abandoned.append(node)
+        settle_parent(leaf, self._abandoned)
 
     def _deliver_signal(self, name: str, payload: Any) -> None:
         handler = self.ctx.signal_handlers.get(name)
@@ -504,37 +405,6 @@ class Replay:
         their running attempts to drop)."""
         taken, self._abandoned = self._abandoned, []
         return taken
-
-
-def _eligible(node: Node) -> list[Leaf]:
-    if isinstance(node, Leaf):
-        return [node] if node.live else []
-    if not node.live:
-        return []
-    open_leaves: list[Leaf] = []
-    budget = node.max_concurrency
-    for member in node.members:
-        if not member.live:
-            continue
-        if budget is not None:
-            if budget == 0:
-                break
-            budget -= 1
-        open_leaves.extend(_eligible(member))
-    return open_leaves
-
-
-def _delivered(value: Any) -> Any:
-    """What the body receives: a private copy (JSON values are copied; an
-    error of ``return_exceptions`` stays the exception; a race's result is
-    the tuple ``(index, value)``)."""
-    if isinstance(value, BaseException):
-        return value
-    if isinstance(value, tuple):
-        return tuple(_delivered(item) for item in value)
-    if isinstance(value, list):
-        return [_delivered(item) for item in value]
-    return json_copy(value)
 
 
 def _describe(event: Event) -> str:

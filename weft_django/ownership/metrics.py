@@ -16,7 +16,9 @@ Counters are pure Python (no ``prometheus_client``). An engine writes
 ``ClaimMetrics.to_json()`` into ``EngineRecord.metrics`` at each heartbeat;
 the optional collector (``weft_django.metrics_export``) reads those JSON
 documents back with the fail-closed ``ClaimMetricsSnapshot.from_json`` and
-sums them with ``+`` so any process can serve the cluster's totals.
+sums them with ``+`` so any process can serve the cluster's totals. Over
+400 lines: each counter family, its snapshot arithmetic and its exposition
+are one list that must stay in step, read as one.
 """
 
 from __future__ import annotations
