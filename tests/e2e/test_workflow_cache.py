@@ -137,3 +137,35 @@ def test_a_failed_turn_leaves_no_entry(weft_env, monkeypatch):
     weft_env.run_until_idle()
     assert len(cache) == 0  # the failed turn took the entry and did not put it back
     assert latest("wc-fail").turn_failures == 1
+
+
+@workflow(name="wc-now-then-wait")
+def wc_now_then_wait(ctx, data):
+    first = ctx.now()
+    got = yield ctx.wait_for_signal("go")
+    return {"got": got, "same_instant": ctx.now() == first}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_park_that_loses_its_race_keeps_the_recorded_values_for_the_next_commit(
+    weft_env, monkeypatch
+):
+    """The park's batch carries the values the body recorded (``ctx.now``);
+    when a signal makes it fail, they must go out with the next commit, or the
+    journal would miss them and a replay would diverge."""
+    import weft_django.engine.turn as turn_module
+
+    real_park = turn_module.park
+    raced: list[bool] = []
+
+    def park_after_a_signal(turn, open_leaves, inbox):
+        if not raced:
+            raced.append(True)
+            client.signal("wc-race", "go", "raced in")  # wake_seq moves: the park fails
+        return real_park(turn, open_leaves, inbox)
+
+    monkeypatch.setattr(turn_module, "park", park_after_a_signal)
+    h = client.start("wc-now-then-wait", None, workflow_id="wc-race")
+    weft_env.run_until_idle()
+    assert h.result(timeout=1) == {"got": "raced in", "same_instant": True}
+    assert [kind for kind, _ in weft_env.journal("wc-race")] == ["now", "signal", "now"]

@@ -197,6 +197,11 @@ class TurnState:
                 for event in events:
                     self.replay.apply(event)
             return result
+        # Not written: what this commit took along must ride on the next one
+        # (a park that lost its wake-seq race goes round and commits again).
+        if self.replay is not None:
+            self.replay.new_events[:0] = fresh
+        self.deferred[:0] = deferred
         if result.failed_condition is status_guard:
             raise TurnAborted(self.run.workflow_id)
         if on_lost_race == "raise":
