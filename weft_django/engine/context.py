@@ -164,18 +164,21 @@ class WorkflowContext:
     def map(
         self,
         activity: Any,
-        inputs: Iterable[Any],
+        iterable: Iterable[Any],
         max_concurrency: int | None = None,
         *,
         return_exceptions: bool = False,
     ) -> All:
-        """``activity(item)`` for every item of ``inputs``, at most
+        """``activity(item)`` for every item of ``iterable``, at most
         ``max_concurrency`` at once (the first ones in order); results in
         input order. Failures as in ``ctx.all``."""
         if activity_definition(activity) is None:
             raise TypeError(f"ctx.map() needs an @activity function or its name, got {activity!r}")
-        if isinstance(inputs, str | bytes) or not isinstance(inputs, Iterable):
-            raise TypeError(f"ctx.map() needs an iterable of inputs, got {inputs!r}")
+        if isinstance(iterable, str | bytes) or not isinstance(iterable, Iterable):
+            raise TypeError(
+                "ctx.map() needs an iterable of inputs (a str or bytes is refused: "
+                f"wrap it in a list), got {iterable!r}"
+            )
         if max_concurrency is not None and (
             isinstance(max_concurrency, bool)
             or not isinstance(max_concurrency, int)
@@ -185,7 +188,7 @@ class WorkflowContext:
                 "ctx.map() max_concurrency must be an integer of at least 1, "
                 f"got {max_concurrency!r}"
             )
-        commands = tuple(self.run(activity, item) for item in inputs)
+        commands = tuple(self.run(activity, item) for item in iterable)
         return All(
             commands, return_exceptions=bool(return_exceptions), max_concurrency=max_concurrency
         )
