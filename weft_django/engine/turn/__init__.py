@@ -34,7 +34,6 @@ from weft_django.engine.turn.park import park
 from weft_django.engine.turn.steps import act
 from weft_django.engine.turn.waits import deliver_to_handler
 from weft_django.errors import UnknownWorkflowType
-from weft_django.models import WorkflowRun
 
 logger = logging.getLogger("weft_django.engine")
 
@@ -103,7 +102,7 @@ class Turn(TurnState):
                 return "parked"
             # Something arrived after the wake_seq this turn knows (the park's
             # condition failed): read it again, then look at the inbox again.
-            self.wake_seq = self._read_wake_seq()
+            self.wake_seq = self.read_run_state()[1]
         raise RuntimeError(f"turn of {self.run.workflow_id} did not settle")
 
     def _fresh_replay(self) -> Replay:
@@ -167,16 +166,6 @@ class Turn(TurnState):
         now = self.host.now_ms()
         return any(act(self, leaf, inbox, now) for leaf in open_leaves)
 
-    def _read_wake_seq(self) -> int:
-        value = (
-            WorkflowRun.objects.using(self.db)
-            .filter(pk=self.run.pk)
-            .values_list("wake_seq", flat=True)
-            .first()
-        )
-        if value is None:
-            raise TurnAborted(self.run.workflow_id)
-        return int(value)
 
 
 def _position(leaf: Leaf) -> int:

@@ -131,6 +131,19 @@ class TurnState:
             warn_claim_lost(wid, engine_id=host.engine_id, during="before-activity")
             raise EngineDeposedError(wid)
 
+    def read_run_state(self) -> tuple[str, int]:
+        """The run's stored ``(status, wake_seq)``; ``TurnAborted`` when it is gone
+        (purged under the turn)."""
+        row = (
+            WorkflowRun.objects.using(self.db)
+            .filter(pk=self.run.pk)
+            .values_list("status", "wake_seq")
+            .first()
+        )
+        if row is None:
+            raise TurnAborted(self.run.workflow_id)
+        return str(row[0]), int(row[1])
+
     def drop_attempts(self, reason: str, positions: Sequence[int] | None = None) -> None:
         """Abandon running attempts (all, or those at ``positions``): their
         results are discarded, ``heartbeat()`` raises ``ActivityCancelled``."""

@@ -24,7 +24,6 @@ from weft_django.engine.turn.activity import finish_attempt
 from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnState
 from weft_django.engine.turn.park import plan_timers
 from weft_django.errors import EngineDeposedError
-from weft_django.models import WorkflowRun
 
 POLL_CAP_MS = 1000
 """The longest a waiting turn goes without looking at its run row."""
@@ -68,7 +67,7 @@ def await_attempts(
         turn.attention.clear()
         if any(p.handle.future.done() for p in turn.attempts.values()):
             return
-        status, wake_seq = _run_state(turn)
+        status, wake_seq = turn.read_run_state()
         if status not in DRIVABLE_STATUSES:
             turn.drop_attempts(f"the run is {status}")
             raise TurnAborted(f"{turn.run.workflow_id}: {status} while its activities ran")
@@ -109,19 +108,6 @@ def _next_due(turn: TurnState, open_leaves: list[Leaf], inbox: RunInbox) -> int 
     waiting = {leaf.id for leaf in open_leaves if leaf.id not in turn.attempts}
     times = [t.fire_at for (_, pos), t in inbox.timers.items() if pos in waiting]
     return min(times) if times else None
-
-
-def _run_state(turn: TurnState) -> tuple[str, int]:
-    row = (
-        WorkflowRun.objects.using(turn.db)
-        .filter(pk=turn.run.pk)
-        .values_list("status", "wake_seq")
-        .first()
-    )
-    if row is None:
-        turn.drop_attempts("the run was purged")
-        raise TurnAborted(turn.run.workflow_id)
-    return str(row[0]), int(row[1])
 
 
 __all__ = ["POLL_CAP_MS", "await_attempts", "commit_finished"]
