@@ -347,41 +347,42 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
     if collector is None:
         collector = legacy_prometheus_collector()
 
+    def bounded_int(key: str, minimum: int, check: str, meaning: str) -> int:
+        """``merged[key]`` if an integer of at least ``minimum``, else its default
+        (and a problem naming the value)."""
+        value = merged[key]
+        if _int_at_least(value, minimum):
+            return int(value)
+        problems.append(
+            SettingsProblem(
+                CHECK_IDS[check],
+                f"WEFT[{key!r}] must be an integer of at least {minimum} ({meaning}), "
+                f"got {value!r}",
+            )
+        )
+        return int(DEFAULTS[key])
+
     # At least one attempt: 0 would suspend a run before its first turn ran.
-    max_failures = merged["TURN_MAX_FAILURES"]
-    if not _int_at_least(max_failures, 1):
-        problems.append(
-            SettingsProblem(
-                CHECK_IDS["bad-turn-max-failures"],
-                "WEFT['TURN_MAX_FAILURES'] must be an integer of at least 1 (the turns that "
-                f"may raise before the run is suspended), got {max_failures!r}",
-            )
-        )
-        max_failures = DEFAULTS["TURN_MAX_FAILURES"]
-
+    max_failures = bounded_int(
+        "TURN_MAX_FAILURES",
+        1,
+        "bad-turn-max-failures",
+        "the turns that may raise before the run is suspended",
+    )
     # At least one slot: 0 would leave every activity queued forever.
-    activity_concurrency = merged["ACTIVITY_CONCURRENCY"]
-    if not _int_at_least(activity_concurrency, 1):
-        problems.append(
-            SettingsProblem(
-                CHECK_IDS["bad-activity-concurrency"],
-                "WEFT['ACTIVITY_CONCURRENCY'] must be an integer of at least 1 (the activity "
-                f"attempts one engine process runs at once), got {activity_concurrency!r}",
-            )
-        )
-        activity_concurrency = DEFAULTS["ACTIVITY_CONCURRENCY"]
-
+    activity_concurrency = bounded_int(
+        "ACTIVITY_CONCURRENCY",
+        1,
+        "bad-activity-concurrency",
+        "the activity attempts one engine process runs at once",
+    )
     # 0 is allowed: it turns the cache off (every turn replays from the journal).
-    cache_size = merged["WORKFLOW_CACHE_SIZE"]
-    if not _int_at_least(cache_size, 0):
-        problems.append(
-            SettingsProblem(
-                CHECK_IDS["bad-workflow-cache-size"],
-                "WEFT['WORKFLOW_CACHE_SIZE'] must be an integer of at least 0 (the workflows "
-                f"an engine keeps live between turns; 0 turns the cache off), got {cache_size!r}",
-            )
-        )
-        cache_size = DEFAULTS["WORKFLOW_CACHE_SIZE"]
+    cache_size = bounded_int(
+        "WORKFLOW_CACHE_SIZE",
+        0,
+        "bad-workflow-cache-size",
+        "the workflows an engine keeps live between turns; 0 turns the cache off",
+    )
 
     settings = WeftSettings(
         ownership=cast(OwnershipMode, ownership),
