@@ -182,3 +182,39 @@ def test_the_scheduler_names_where_turns_run(clock) -> None:
         assert engine.inflight == 0 and not engine.background
     finally:
         engine.dispose(grace=0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_result_subscribes_then_reads_again_before_it_blocks(monkeypatch) -> None:
+    """A finish between ``result()``'s first read and its subscription must
+    not be missed: it subscribes, reads the row again, and only then waits."""
+    from weft_django.engine import client as client_module
+    from weft_django.engine.wakes import DoneWaiter
+    from weft_django.models import WorkflowRun
+
+    handle = client.start("seam-wait", None, workflow_id="seam-result")
+    steps: list[str] = []
+    real_run = client_module.WorkflowHandle._run
+
+    def reading(self):
+        steps.append("read")
+        return real_run(self)
+
+    class Waiter(DoneWaiter):
+        def wait(self, timeout: float) -> bool:
+            steps.append("wait")
+            WorkflowRun.objects.filter(pk=handle.run_id).update(status="completed", result=7)
+            return True
+
+        def close(self) -> None:
+            steps.append("close")
+
+    def done_waiter(using: str, run_id: str) -> DoneWaiter:
+        assert run_id == str(handle.run_id)
+        steps.append("subscribe")
+        return Waiter()
+
+    monkeypatch.setattr(client_module.WorkflowHandle, "_run", reading)
+    monkeypatch.setattr(backends, "done_waiter", done_waiter)
+    assert handle.result(timeout=5) == 7
+    assert steps == ["read", "subscribe", "read", "wait", "read", "close"]

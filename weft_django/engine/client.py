@@ -26,7 +26,7 @@ from weft_django.engine.operations import latest_run
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Replay
 from weft_django.engine.store import load_events
-from weft_django.engine.wakes import Wake, announce, backends
+from weft_django.engine.wakes import DoneWaiter, Wake, announce, backends
 from weft_django.errors import (
     IdempotencyConflictError,
     InvalidTransitionError,
@@ -69,27 +69,45 @@ class WorkflowHandle:
         return self._run().error
 
     def result(self, timeout: float | None = 30.0) -> Any:
-        """The result; ``WorkflowFailedError`` if it ended otherwise; ``TimeoutError``."""
+        """The result; ``WorkflowFailedError`` if it ended otherwise; ``TimeoutError``.
+
+        With a backend that announces finishes (NOTIFY on PostgreSQL) the
+        caller subscribes, reads the row again -- a finish between the first
+        read and the subscription is not missed -- and then blocks until the
+        announcement (re-reading at least every second: a wake is a hint, the
+        row is the truth). Elsewhere it polls, 10 ms doubling to 1 s.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.01
         db = get_settings().database
-        while True:
-            run = self._follow(self._run())
-            if run.status == "completed":
-                return run.result
-            if run.status in TERMINAL_STATUSES:
-                raise WorkflowFailedError(self.workflow_id, run.status, run.error)
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise TimeoutError(
-                    f"workflow {self.workflow_id!r} is still {run.status} after {timeout} s"
-                )
-            wait = delay if remaining is None else min(delay, remaining)
-            # Block on a backend that can (NOTIFY on PostgreSQL), else poll;
-            # either way the loop re-reads the row: a wake is only a hint.
-            if wait < 0.05 or backends.wait_done(db, str(run.pk), wait) is None:
-                time.sleep(wait)
-            delay = min(delay * 2, 1.0)
+        waiter: DoneWaiter | None = None
+        watched = ""
+        try:
+            while True:
+                run = self._follow(self._run())
+                if run.status == "completed":
+                    return run.result
+                if run.status in TERMINAL_STATUSES:
+                    raise WorkflowFailedError(self.workflow_id, run.status, run.error)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f"workflow {self.workflow_id!r} is still {run.status} after {timeout} s"
+                    )
+                if watched != str(run.pk):  # first time, or continued as new
+                    if waiter is not None:
+                        waiter.close()
+                    waiter, watched = backends.done_waiter(db, str(run.pk)), str(run.pk)
+                    if waiter is not None:
+                        continue  # subscribed: read the row once more, then block
+                if waiter is not None:
+                    waiter.wait(1.0 if remaining is None else min(1.0, remaining))
+                else:
+                    time.sleep(delay if remaining is None else min(delay, remaining))
+                    delay = min(delay * 2, 1.0)
+        finally:
+            if waiter is not None:
+                waiter.close()
 
     def _follow(self, run: WorkflowRun) -> WorkflowRun:
         """Follow ``continue_as_new`` to the run that carries on."""

@@ -69,6 +69,23 @@ class Listening:
         raise NotImplementedError
 
 
+class DoneWaiter:
+    """A caller's open subscription to one run's "finished" announcements.
+
+    Why opened before the caller reads the run: a finish announced between
+    "read the row: not done yet" and "start listening" would otherwise be
+    missed, and the caller would sleep until its next poll. The caller opens
+    the waiter, reads the row again, and only then blocks in ``wait``.
+    """
+
+    def wait(self, timeout: float) -> bool:  # pragma: no cover - interface
+        """Block up to ``timeout`` s; ``True`` when the run was announced finished."""
+        raise NotImplementedError
+
+    def close(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
 class WakeBackend:
     """How a committed wake reaches engines and waiters (base class).
 
@@ -103,7 +120,18 @@ class WakeBackend:
     def wait_done(self, using: str, run_id: str, timeout: float) -> bool:
         """Block up to ``timeout`` s for ``run_id`` to be announced finished.
         ``False`` on timeout (or when unsupported: the caller polls)."""
-        return False
+        waiter = self.done_waiter(using, run_id)
+        if waiter is None:
+            return False
+        try:
+            return waiter.wait(timeout)
+        finally:
+            waiter.close()
+
+    def done_waiter(self, using: str, run_id: str) -> DoneWaiter | None:
+        """Start listening for ``run_id``'s finish (``supports_wait_done``);
+        ``None`` when unsupported."""
+        return None
 
     def check(self) -> list[CheckMessage]:
         """System-check messages about this backend's configuration."""
@@ -168,6 +196,13 @@ class WakeBackends:
         for backend in self.for_alias(using):
             if backend.supports_wait_done:
                 return backend.wait_done(using, run_id, timeout)
+        return None
+
+    def done_waiter(self, using: str, run_id: str) -> DoneWaiter | None:
+        """The first supporting backend's ``DoneWaiter``; ``None`` when none does."""
+        for backend in self.for_alias(using):
+            if backend.supports_wait_done:
+                return backend.done_waiter(using, run_id)
         return None
 
 

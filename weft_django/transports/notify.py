@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from django.db import connections, transaction
 
 from weft_django.db import ops
-from weft_django.engine.wakes import Listening, Wake, WakeBackend
+from weft_django.engine.wakes import DoneWaiter, Listening, Wake, WakeBackend
 
 logger = logging.getLogger("weft_django.transports")
 
@@ -152,8 +152,31 @@ class NotifyBackend(WakeBackend):
         listener.start()
         return listener
 
-    def wait_done(self, using: str, run_id: str, timeout: float) -> bool:
-        return wait_for_notify(using, DONE_CHANNEL, timeout, lambda payload: payload == run_id)
+    def done_waiter(self, using: str, run_id: str) -> DoneWaiter:
+        return _NotifyDoneWaiter(
+            Listener(using, (DONE_CHANNEL,), lambda c, p: None).connect(), run_id
+        )
+
+
+class _NotifyDoneWaiter(DoneWaiter):
+    """``LISTEN weft_done`` on its own connection, open from creation to ``close``."""
+
+    def __init__(self, conn: Any, run_id: str) -> None:
+        self._conn = conn
+        self._run_id = run_id
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for note in self._conn.notifies(timeout=min(remaining, 1.0)):
+                if note.payload == self._run_id:
+                    return True
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 __all__ = [
