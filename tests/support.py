@@ -88,6 +88,21 @@ __all__ = [
     "ManualClock",
     "StaticHost",
     "child_env",
+    "db_session_id",
     "python",
     "wait_for",
 ]
+
+
+def db_session_id() -> Any:
+    """This thread's database session: the connection object and, on
+    PostgreSQL, its backend pid (the same pair means the same session)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_backend_pid()")
+        else:
+            cursor.execute("SELECT 1")
+        value = cursor.fetchone()[0]
+    return (id(connection.connection), value)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
+from tests.support import db_session_id
 from weft_django.engine.db_connections import mark_engine_thread, refresh_connections
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,27 +38,17 @@ def _in_thread(fn: Any) -> Any:
     return box["value"]
 
 
-def _session_id() -> Any:
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_backend_pid()")
-        else:
-            cursor.execute("SELECT 1")
-        value = cursor.fetchone()[0]
-    return (id(connection.connection), value)
-
-
 def test_refresh_keeps_a_healthy_connection_where_close_old_connections_would_not() -> None:
     from django.db import close_old_connections
 
     def with_refresh() -> bool:
         assert connection.settings_dict["CONN_MAX_AGE"] == 0  # Django's default
-        first = _session_id()
+        first = db_session_id()
         refresh_connections()
-        return _session_id() == first
+        return db_session_id() == first
 
     def with_close_old_connections() -> bool:
-        _session_id()
+        db_session_id()
         close_old_connections()  # what the engine did before every turn
         return connection.connection is None
 
@@ -67,7 +58,7 @@ def test_refresh_keeps_a_healthy_connection_where_close_old_connections_would_no
 
 def test_refresh_drops_a_connection_that_failed_and_no_longer_answers() -> None:
     def turns() -> bool:
-        _session_id()
+        db_session_id()
         connection.errors_occurred = True
         connection.is_usable = lambda: False  # type: ignore[method-assign]
         refresh_connections()

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
 
+from tests.support import db_session_id
 from weft_django.clock import wall_ms
 from weft_django.engine.activity_context import ActivityInfo, AttemptControl
 from weft_django.engine.definitions import ActivityDefinition
@@ -22,18 +22,8 @@ from weft_django.engine.executor import ActivityExecutor
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _session() -> Any:
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_backend_pid()")
-        else:
-            cursor.execute("SELECT 1")
-        value = cursor.fetchone()[0]
-    return (id(connection.connection), value)
-
-
 def _query_then(fail: bool) -> Any:
-    session = _session()
+    session = db_session_id()
     if fail:
         raise ValueError(session)
     return session

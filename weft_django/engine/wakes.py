@@ -191,13 +191,6 @@ class WakeBackends:
                     handles.append(handle)
         return handles
 
-    def wait_done(self, using: str, run_id: str, timeout: float) -> bool | None:
-        """Block on the first backend that supports it; ``None`` when none does."""
-        for backend in self.for_alias(using):
-            if backend.supports_wait_done:
-                return backend.wait_done(using, run_id, timeout)
-        return None
-
     def done_waiter(self, using: str, run_id: str) -> DoneWaiter | None:
         """The first supporting backend's ``DoneWaiter``; ``None`` when none does."""
         for backend in self.for_alias(using):

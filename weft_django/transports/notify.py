@@ -115,22 +115,6 @@ class Listener(Listening):
                     conn.close()
 
 
-def wait_for_notify(using: str, channel: str, timeout: float, match: Callable[[str], bool]) -> bool:
-    """Block up to ``timeout`` s for a NOTIFY on ``channel`` whose payload matches."""
-    conn = Listener(using, (channel,), lambda c, p: None).connect()
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            for note in conn.notifies(timeout=min(remaining, 1.0)):
-                if match(note.payload):
-                    return True
-    finally:
-        conn.close()
-
-
 class NotifyBackend(WakeBackend):
     """Wakes as PostgreSQL NOTIFYs; engines LISTEN, callers wait for ``weft_done``."""
 
@@ -185,5 +169,4 @@ __all__ = [
     "Listener",
     "NotifyBackend",
     "notify_on_commit",
-    "wait_for_notify",
 ]
