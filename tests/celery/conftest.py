@@ -140,13 +140,20 @@ class CeleryWorker(ChildGroup):
         self.engine_id = ""
 
     def wait_ready(self) -> EngineRecord:
-        """Booted (``EngineRecord``) and consuming (``ready.`` in its log)."""
+        """Booted (``EngineRecord``), consuming (``ready.`` in its log) and past its
+        first maintenance pass (so nothing a test starts next is found by the
+        boot sweep instead of its own message)."""
         record = wait_for(
             f"{self.node} to boot",
             lambda: EngineRecord.objects.filter(node_name=self.node, stopped_at=None).first(),
             self,
         )
         wait_for(f"{self.node} to be ready", lambda: f"{self.node} ready." in self.log(), self)
+        wait_for(
+            f"{self.node}'s first maintenance pass",
+            lambda: "first maintenance pass done" in self.log(),
+            self,
+        )
         self.engine_id = record.engine_id
         return record
 

@@ -39,6 +39,9 @@ class SideTasks:
     renew_stop: threading.Event = field(default_factory=threading.Event)
     #: A wake: the poll loop runs its next pass now.
     wake: threading.Event = field(default_factory=threading.Event)
+    #: Set once the first maintenance pass after ``start`` has run: until
+    #: then, work that was waiting at boot may still be found by polling.
+    first_pass: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
 
     def start(self) -> None:
@@ -75,6 +78,9 @@ class SideTasks:
             return
         while not stop.is_set():
             self._run_once(work, what)
+            if not self.first_pass.is_set():
+                self.first_pass.set()
+                logger.info("weft engine: first %s done", what)
             wake.wait(interval)
             wake.clear()
 
