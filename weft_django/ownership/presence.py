@@ -40,6 +40,7 @@ from typing import Any
 
 from django.db import connections
 
+from weft_django import db as store
 from weft_django.models import EngineRecord
 
 logger = logging.getLogger("weft_django.engine")
@@ -51,44 +52,16 @@ NAMESPACE = 0x77656674
 KEY_MAX = 2**31 - 1
 KEY_ATTEMPTS = 16
 
-#: The engines that are gone: a live record (or one stopped within the last
-#: ``%(window)s`` ms, so every engine sees an engine another one marked), a
-#: presence key, and no granted advisory lock (NAMESPACE, key) in this database.
-#: ``objsubid = 2`` is the two-int4 form; ``classid``/``objid`` are oids, compared
-#: as int8 so no int4 overflows. One statement; it also marks the live ones stopped.
-GONE_SQL = """
-WITH gone AS (
-    SELECT e.engine_id, e.stopped_at
-    FROM {table} e
-    WHERE e.presence_key IS NOT NULL
-      AND e.engine_id <> %(me)s
-      AND (e.stopped_at IS NULL OR e.stopped_at >= %(since)s)
-      AND NOT EXISTS (
-          SELECT 1 FROM pg_locks l
-          WHERE l.locktype = 'advisory'
-            AND l.granted
-            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-            AND l.classid::int8 = %(namespace)s
-            AND l.objid::int8 = e.presence_key
-            AND l.objsubid = 2
-      )
-), marked AS (
-    UPDATE {table} r SET stopped_at = %(now)s
-    FROM gone g
-    WHERE r.engine_id = g.engine_id AND g.stopped_at IS NULL AND r.stopped_at IS NULL
-    RETURNING r.engine_id
-)
-SELECT g.engine_id, g.engine_id IN (SELECT engine_id FROM marked) FROM gone g
-"""
 
-
-def gone_sql() -> str:
-    return GONE_SQL.format(table=EngineRecord._meta.db_table)
+def gone_sql(alias: str) -> str:
+    """The one statement of a look (``db.ops(alias).gone_engines_sql``): the
+    gone engines, the live ones among them marked stopped."""
+    return store.ops(alias).gone_engines_sql(alias)
 
 
 def supported(alias: str) -> bool:
-    """Session presence works on this database (PostgreSQL only)."""
-    return connections[alias].vendor == "postgresql"
+    """Session presence works on this database (its sessions hold locks)."""
+    return store.ops(alias).supports_session_presence
 
 
 _open: weakref.WeakSet[SessionPresence] = weakref.WeakSet()
@@ -180,7 +153,7 @@ class SessionPresence:
             try:
                 if self._conn is None or self._conn.closed or self._conn.broken:
                     self._reconnect()
-                rows = self._conn.execute(gone_sql(), params).fetchall()
+                rows = self._conn.execute(gone_sql(self.alias), params).fetchall()
             except Exception:
                 logger.warning(
                     "engine %s: presence connection failed; reconnecting",
@@ -189,7 +162,7 @@ class SessionPresence:
                 )
                 self._drop_connection()
                 self._reconnect()
-                rows = self._conn.execute(gone_sql(), params).fetchall()
+                rows = self._conn.execute(gone_sql(self.alias), params).fetchall()
         return [(str(engine_id), bool(marked)) for engine_id, marked in rows]
 
     def backend_pid(self) -> int | None:
@@ -241,4 +214,4 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-__all__ = ["GONE_SQL", "KEY_MAX", "NAMESPACE", "SessionPresence", "close_all", "supported"]
+__all__ = ["KEY_MAX", "NAMESPACE", "SessionPresence", "close_all", "supported"]
