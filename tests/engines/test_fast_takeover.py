@@ -142,7 +142,7 @@ def test_sigstop_keeps_the_ttl_path_and_the_late_commit_is_refused(tmp_path):
         workers.append(a)
         a.wait_booted()
         handle = client.start(
-            "slow-chain", {"id": "stall", "steps": 6, "seconds": 0.4}, workflow_id="stall"
+            "slow-chain", {"id": "stall", "steps": 10, "seconds": 0.6}, workflow_id="stall"
         )
         wait_for("two journal entries", lambda: len(journal(handle.run_id)) >= 2, a)
         b = Worker("stall-b", tmp_path)
@@ -150,6 +150,8 @@ def test_sigstop_keeps_the_ttl_path_and_the_late_commit_is_refused(tmp_path):
         b.wait_booted()
         a.signal_group(signal.SIGSTOP)
         stop_ms = wall_ms()
+        # Stopped mid-chain: A still holds the claim (it cannot release it now).
+        assert WorkflowClaim.objects.get(pk="stall").engine_id == "stall-a"
         takeover = wait_for(
             "B to take the stalled claim over",
             lambda: next(iter(_takeovers_by("stall-b", "stall-a")), None),
@@ -162,7 +164,7 @@ def test_sigstop_keeps_the_ttl_path_and_the_late_commit_is_refused(tmp_path):
         cont_ms = wall_ms()
         a.signal_group(signal.SIGCONT)
         result = handle.result(timeout=RESULT_TIMEOUT_S)
-        assert result == [f"stall:{i}" for i in range(6)]
+        assert result == [f"stall:{i}" for i in range(10)]
         # A's in-flight step finished after SIGCONT; its commit at the old epoch
         # was refused: nothing it wrote after the takeover carries epoch 1.
         record = wait_for(

@@ -34,14 +34,14 @@ from weft_django.engine.heartbeats import close_heartbeat_thread
 from weft_django.engine.local_scheduler import LocalScheduler
 from weft_django.engine.loops import SideTasks
 from weft_django.engine.maintenance import Maintenance
-from weft_django.engine.presence_watch import PresenceWatch
+from weft_django.engine.presence_watch import PresenceWatch, open_presence
 from weft_django.engine.scheduler import TurnScheduler
 from weft_django.engine.turn import Turn, TurnAborted
 from weft_django.engine.wakes import Listening, backends
 from weft_django.engine.workflow_cache import WorkflowCache
 from weft_django.errors import EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, WorkflowRun
-from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER, presence
+from weft_django.ownership import presence
 from weft_django.ownership.gates import check_clock_skew, run_gates
 from weft_django.ownership.guard import confirm_wake_ownership
 from weft_django.ownership.lease import GlobalLeaseManager
@@ -169,16 +169,22 @@ class Engine:
             self.lease.acquire()
         # The lock first: a record naming a key is never one whose lock is not yet taken.
         presence_key = self._open_presence()
-        records.create_record(
-            self.settings.database,
-            self.engine_id,
-            node_name=self.node_name,
-            pool=self.pool_name,
-            mode=self.ownership,
-            transport=self.settings.transport,
-            now_ms=self.now_ms(),
-            presence_key=presence_key,
-        )
+        try:
+            records.create_record(
+                self.settings.database,
+                self.engine_id,
+                node_name=self.node_name,
+                pool=self.pool_name,
+                mode=self.ownership,
+                transport=self.settings.transport,
+                now_ms=self.now_ms(),
+                presence_key=presence_key,
+            )
+        except BaseException:
+            if self.presence is not None:  # no record names it: just end the session
+                self.presence.close()
+                self.presence, self.presence_watch = None, None
+            raise
         self.booted = True
         if self.uses_injected_clock:
             # Client-side times of this process compare with this engine's.
@@ -197,17 +203,10 @@ class Engine:
     def _open_presence(self) -> int | None:
         if not self.uses_session_presence():
             return None
-        self.presence = presence.SessionPresence(self.settings.database, self.engine_id)
-        key = self.presence.open()
-        grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * self.settings.claim_renew_interval_ms
-        self.presence_watch = PresenceWatch(
-            self.presence,
-            clock=self.now_ms,
-            window_ms=self.settings.claim_ttl_ms + grace,
-            on_gone=self.wake,
-            claim_ttl_ms=self.settings.claim_ttl_ms,
+        self.presence, self.presence_watch = open_presence(
+            self.settings, self.engine_id, clock=self.now_ms, on_gone=self.wake
         )
-        return key
+        return self.presence.key
 
     def gone_holders(self, refresh: bool = False) -> frozenset[str]:
         """Engines whose database session ended (their claims are takeable now);

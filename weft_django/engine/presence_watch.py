@@ -15,7 +15,9 @@ import logging
 import threading
 from collections.abc import Callable
 
+from weft_django.conf import WeftSettings
 from weft_django.engine.db_connections import mark_engine_thread
+from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.presence import SessionPresence
 
 logger = logging.getLogger("weft_django.engine")
@@ -90,4 +92,26 @@ class PresenceWatch:
                 logger.warning("presence watch failed", exc_info=True)
 
 
-__all__ = ["WATCH_INTERVAL_MS", "PresenceWatch"]
+def open_presence(
+    settings: WeftSettings,
+    engine_id: str,
+    *,
+    clock: Callable[[], int],
+    on_gone: Callable[[], object],
+) -> tuple[SessionPresence, PresenceWatch]:
+    """Take this engine's presence lock (boot, before its record and any claim)
+    and build the watch of the others (started with the engine's threads)."""
+    presence = SessionPresence(settings.database, engine_id)
+    presence.open()
+    grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * settings.claim_renew_interval_ms
+    watch = PresenceWatch(
+        presence,
+        clock=clock,
+        window_ms=settings.claim_ttl_ms + grace,
+        on_gone=on_gone,
+        claim_ttl_ms=settings.claim_ttl_ms,
+    )
+    return presence, watch
+
+
+__all__ = ["WATCH_INTERVAL_MS", "PresenceWatch", "open_presence"]
