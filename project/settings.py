@@ -91,6 +91,9 @@ if os.environ.get("WEFT_TEST_TIMINGS") == "1":
 if os.environ.get("WEFT_OWNERSHIP"):
     # One engine of another mode against the same store (the start-up gates' test).
     WEFT["OWNERSHIP"] = os.environ["WEFT_OWNERSHIP"]
+if os.environ.get("WEFT_SESSION_PRESENCE"):
+    # "0": crash detection by the claim TTL alone (the TTL-path process tests).
+    WEFT["SESSION_PRESENCE"] = os.environ["WEFT_SESSION_PRESENCE"] == "1"
 # Single timings from the environment, in seconds (the Celery tests: a 60 s
 # polling backstop, a 2 s eta horizon): WEFT_CLAIM_TTL, WEFT_CLAIM_RENEW_INTERVAL,
 # WEFT_CELERY_ETA_HORIZON.

@@ -52,3 +52,14 @@ def _no_leftover_engine_clock() -> Iterator[None]:
     before = process_clock.installed()
     yield
     process_clock.restore(before)
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_presence() -> Iterator[None]:
+    """An engine a test never disposed keeps its presence connection (PostgreSQL)
+    open: close it, so it neither outlives the test nor blocks dropping the
+    test database."""
+    yield
+    from weft_django.ownership import presence
+
+    presence.close_all()

@@ -61,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
     "TURN_MAX_FAILURES": 5,
     "ACTIVITY_CONCURRENCY": 16,
     "WORKFLOW_CACHE_SIZE": 1000,
+    "SESSION_PRESENCE": True,
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -87,6 +88,7 @@ CHECK_IDS: Final[dict[str, str]] = {
     "bad-turn-max-failures": "weft.E023",
     "bad-activity-concurrency": "weft.E024",
     "bad-workflow-cache-size": "weft.E025",
+    "bad-session-presence": "weft.E026",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -115,6 +117,8 @@ DESCRIPTIONS: dict[str, str] = {
     "runs at once; separate from WORKER_CONCURRENCY",
     "WORKFLOW_CACHE_SIZE": "workflows whose live generator an engine (or one Celery pool "
     "process) keeps between turns (0 turns the cache off)",
+    "SESSION_PRESENCE": "PostgreSQL: each engine holds a session-level advisory lock, so a "
+    "killed engine's claims are taken over at once, not after CLAIM_TTL (ignored on SQLite)",
 }
 
 
@@ -156,6 +160,7 @@ class WeftSettings:
     turn_max_failures: int = DEFAULTS["TURN_MAX_FAILURES"]
     activity_concurrency: int = DEFAULTS["ACTIVITY_CONCURRENCY"]
     workflow_cache_size: int = DEFAULTS["WORKFLOW_CACHE_SIZE"]
+    session_presence: bool = DEFAULTS["SESSION_PRESENCE"]
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -384,6 +389,17 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         "the workflows an engine keeps live between turns; 0 turns the cache off",
     )
 
+    presence = merged["SESSION_PRESENCE"]
+    if not isinstance(presence, bool):
+        problems.append(
+            SettingsProblem(
+                CHECK_IDS["bad-session-presence"],
+                f"WEFT['SESSION_PRESENCE'] must be True or False, got {presence!r}",
+                hint="False keeps crash detection on the claim TTL alone.",
+            )
+        )
+        presence = DEFAULTS["SESSION_PRESENCE"]
+
     settings = WeftSettings(
         ownership=cast(OwnershipMode, ownership),
         claim_ttl_ms=durations["CLAIM_TTL"],
@@ -405,6 +421,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         turn_max_failures=max_failures,
         activity_concurrency=activity_concurrency,
         workflow_cache_size=cache_size,
+        session_presence=presence,
         raw=dict(user),
     )
     return settings, problems

@@ -147,6 +147,10 @@ class EngineRecord(models.Model):
     heartbeat_at = models.BigIntegerField()
     stopped_at = models.BigIntegerField(null=True, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
+    # The second int4 of this engine's session-level advisory lock
+    # (``ownership.presence``); NULL: no session presence (SQLite, lease mode,
+    # WEFT["SESSION_PRESENCE"] off, an older engine) -- the TTL path alone.
+    presence_key = models.IntegerField(null=True, blank=True)
 
     objects = EngineRecordQuerySet.as_manager()
 

@@ -2,7 +2,7 @@
 
 Invariant protected: every misconfiguration the spec names is reported by
 ``manage.py check`` under its stable id, one per kind of problem (weft.E001-E008
-and E016-E025 for the settings, E010-E015 for the database and transport), with
+and E016-E026 for the settings, E010-E015 for the database and transport), with
 a message naming the key and value -- and running the checks never opens a
 database query.
 """
@@ -81,6 +81,7 @@ def test_weft_checks_are_registered() -> None:
         ({"WAKE_BACKENDS": "x.Y"}, "weft.E021", "WAKE_BACKENDS"),
         ({"ACTIVITY_CONCURRENCY": 0}, "weft.E024", "ACTIVITY_CONCURRENCY"),
         ({"WORKFLOW_CACHE_SIZE": -1}, "weft.E025", "WORKFLOW_CACHE_SIZE"),
+        ({"SESSION_PRESENCE": "yes"}, "weft.E026", "must be True or False, got 'yes'"),
     ],
 )
 def test_settings_errors_have_stable_ids(weft: dict, expected_id: str, needle: str) -> None:

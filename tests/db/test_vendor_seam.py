@@ -38,6 +38,7 @@ def test_ops_matches_the_database_in_use(vendor: str) -> None:
     assert ops.vendor == vendor
     assert ops.supports_claim_statement is (vendor == "postgresql")
     assert ops.supports_joint_lock is (vendor == "postgresql")
+    assert ops.supports_session_presence is (vendor == "postgresql")
 
 
 def test_an_unknown_vendor_gets_the_portable_ops() -> None:

@@ -47,6 +47,7 @@ pytestmark = [pytest.mark.processes]
 RESULT_TIMEOUT_S = 60.0
 STEPS = 6
 STEP_SECONDS = 0.4
+TTL_PATH = {"WEFT_SESSION_PRESENCE": "0"}  # crash detection by the claim TTL alone
 
 
 def chain_input(key: str) -> dict[str, Any]:
@@ -60,7 +61,8 @@ def test_sigkilled_worker_is_taken_over_and_recorded_steps_do_not_rerun(tmp_path
     key = "crash"
     workers: list[Worker] = []
     try:
-        first = Worker("crash-w1", tmp_path)
+        # The TTL path (tests/engines/test_fast_takeover.py: the session presence path).
+        first = Worker("crash-w1", tmp_path, env=TTL_PATH)
         workers.append(first)
         first.wait_booted()
         handle = client.start("slow-chain", chain_input(key), workflow_id=workflow_id)
@@ -75,7 +77,7 @@ def test_sigkilled_worker_is_taken_over_and_recorded_steps_do_not_rerun(tmp_path
         assert first.proc.returncode == -signal.SIGKILL
         seen_positions = {e.position for e in seen}
 
-        second = Worker("crash-w2", tmp_path)
+        second = Worker("crash-w2", tmp_path, env=TTL_PATH)
         workers.append(second)
         result = handle.result(timeout=RESULT_TIMEOUT_S)
 

@@ -383,7 +383,9 @@ def test_sigkilled_engine_workflows_taken_over_after_expiry_and_complete(tmp_pat
     steps = 8
     workers: list[Worker] = []
     try:
-        workers = [Worker(f"kill-{i}", tmp_path) for i in range(3)]
+        # The TTL path (tests/engines/test_fast_takeover.py: the session presence path).
+        env = {"WEFT_SESSION_PRESENCE": "0"}
+        workers = [Worker(f"kill-{i}", tmp_path, env=env) for i in range(3)]
         for worker in workers:
             worker.wait_booted(timeout=BOOT_TIMEOUT_S)
         chains = start_chains("kill", 9, steps)

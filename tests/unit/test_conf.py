@@ -211,6 +211,9 @@ def test_unknown_key_is_e007_naming_it() -> None:
         ("WORKFLOW_CACHE_SIZE", 10.5, "weft.E025"),
         ("WORKFLOW_CACHE_SIZE", None, "weft.E025"),
         ("WORKFLOW_CACHE_SIZE", "1000", "weft.E025"),
+        ("SESSION_PRESENCE", 1, "weft.E026"),
+        ("SESSION_PRESENCE", "yes", "weft.E026"),
+        ("SESSION_PRESENCE", None, "weft.E026"),
     ],
 )
 def test_each_kind_of_bad_value_has_its_own_id_naming_the_key(
@@ -358,3 +361,11 @@ def test_the_new_settings_work_as_engine_overrides() -> None:
         base.with_overrides(activity_concurrency=0)
     with pytest.raises(ImproperlyConfigured, match="WORKFLOW_CACHE_SIZE"):
         base.with_overrides(workflow_cache_size=-1)
+
+
+def test_session_presence_is_on_by_default_and_a_bool_turns_it_off() -> None:
+    assert build_settings({})[0].session_presence is True
+    settings, problems = build_settings({"SESSION_PRESENCE": False})
+    assert problems == [] and settings.session_presence is False
+    bad = build_settings({"SESSION_PRESENCE": "off"})[1]
+    assert "'off'" in bad[0].message  # the value, named

@@ -71,7 +71,7 @@ def render_settings() -> str:
         ```
 
         Problems are reported by system checks with stable ids, one per
-        problem (`weft.E001` … `weft.E025`, `weft.W001`), and raised as
+        problem (`weft.E001` … `weft.E026`, `weft.W001`), and raised as
         `ImproperlyConfigured` when an engine or the client first reads the
         settings; README's "Settings" section lists the
         rules, and [Tuning CLAIM_TTL](../howto/claim-ttl.md) explains the

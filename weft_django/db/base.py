@@ -70,6 +70,9 @@ class StoreOps:
     supports_joint_lock: ClassVar[bool] = False
     #: ``LISTEN``/``NOTIFY`` (the NOTIFY wake backend needs it).
     supports_listen_notify: ClassVar[bool] = False
+    #: Session-level advisory locks visible to other sessions (``pg_locks``):
+    #: an engine's ended session tells others it is gone (``ownership.presence``).
+    supports_session_presence: ClassVar[bool] = False
 
     # -- claim rows ----------------------------------------------------------
     def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:
@@ -172,6 +175,10 @@ class StoreOps:
         return [(wid, int(epoch), int(claimed_at or 0)) for wid, epoch, claimed_at in rows]
 
     # -- server and session --------------------------------------------------
+    def gone_engines_sql(self, using: str) -> str:
+        """The presence watch's statement (``supports_session_presence`` only)."""
+        raise NotImplementedError(f"{self.vendor} has no session presence")
+
     def database_clock_ms(self, using: str) -> int | None:
         """The database server's clock in ms, or ``None`` when it has none."""
         return None

@@ -31,7 +31,7 @@ from django.core import checks
 from django.db import connections, models
 
 from weft_django.db.base import HolderRow, LockedClaim, LockedRun, StoreOps, table
-from weft_django.models import WorkflowClaim, WorkflowRun
+from weft_django.models import EngineRecord, WorkflowClaim, WorkflowRun
 
 #: Isolation levels under which the conditional batch's lost races stay results.
 PERMITTED_ISOLATION = frozenset({"READ COMMITTED", "READ UNCOMMITTED"})
@@ -58,6 +58,7 @@ class PostgreSQLOps(StoreOps):
     supports_claim_statement: ClassVar[bool] = True
     supports_joint_lock: ClassVar[bool] = True
     supports_listen_notify: ClassVar[bool] = True
+    supports_session_presence: ClassVar[bool] = True
 
     def __init__(self) -> None:
         # Built once per shape: the claim statement is the protocol's hottest one.
@@ -238,6 +239,39 @@ class PostgreSQLOps(StoreOps):
             return [(r[0], int(r[1]), int(r[2])) for r in cursor.fetchall()]
 
     # -- server and session --------------------------------------------------
+    def gone_engines_sql(self, using: str) -> str:
+        """The gone engines (``ownership.presence``): a live record (or one stopped
+        since ``%(since)s``, so every watcher sees an engine another one marked),
+        a presence key, and no granted advisory lock (``%(namespace)s``, key) in
+        this database. ``objsubid = 2`` is the two-int4 form; ``classid`` and
+        ``objid`` are oids, compared as int8. One statement: it also marks the
+        live ones stopped at ``%(now)s`` and returns ``(engine_id, marked_now)``."""
+        engines = table(EngineRecord, using)
+        return f"""
+WITH gone AS (
+    SELECT e.engine_id, e.stopped_at
+    FROM {engines} e
+    WHERE e.presence_key IS NOT NULL
+      AND e.engine_id <> %(me)s
+      AND (e.stopped_at IS NULL OR e.stopped_at >= %(since)s)
+      AND NOT EXISTS (
+          SELECT 1 FROM pg_locks l
+          WHERE l.locktype = 'advisory'
+            AND l.granted
+            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND l.classid::int8 = %(namespace)s
+            AND l.objid::int8 = e.presence_key
+            AND l.objsubid = 2
+      )
+), marked AS (
+    UPDATE {engines} r SET stopped_at = %(now)s
+    FROM gone g
+    WHERE r.engine_id = g.engine_id AND g.stopped_at IS NULL AND r.stopped_at IS NULL
+    RETURNING r.engine_id
+)
+SELECT g.engine_id, g.engine_id IN (SELECT engine_id FROM marked) FROM gone g
+"""
+
     def database_clock_ms(self, using: str) -> int | None:
         with connections[using].cursor() as cursor:
             cursor.execute("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint")

@@ -34,12 +34,14 @@ from weft_django.engine.heartbeats import close_heartbeat_thread
 from weft_django.engine.local_scheduler import LocalScheduler
 from weft_django.engine.loops import SideTasks
 from weft_django.engine.maintenance import Maintenance
+from weft_django.engine.presence_watch import PresenceWatch, open_presence
 from weft_django.engine.scheduler import TurnScheduler
 from weft_django.engine.turn import Turn, TurnAborted
 from weft_django.engine.wakes import Listening, backends
 from weft_django.engine.workflow_cache import WorkflowCache
 from weft_django.errors import EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, WorkflowRun
+from weft_django.ownership import presence
 from weft_django.ownership.gates import check_clock_skew, run_gates
 from weft_django.ownership.guard import confirm_wake_ownership
 from weft_django.ownership.lease import GlobalLeaseManager
@@ -100,6 +102,9 @@ class Engine:
                 on_lost=self._on_lease_lost,
             )
         self.maintenance = Maintenance(self)
+        #: This engine's session presence and the watch of the others' (boot).
+        self.presence: presence.SessionPresence | None = None
+        self.presence_watch: PresenceWatch | None = None
         self.booted = False
         self.halted = False
         renew_ms = (
@@ -162,21 +167,59 @@ class Engine:
         check_clock_skew(self)
         if self.lease is not None:
             self.lease.acquire()
-        records.create_record(
-            self.settings.database,
-            self.engine_id,
-            node_name=self.node_name,
-            pool=self.pool_name,
-            mode=self.ownership,
-            transport=self.settings.transport,
-            now_ms=self.now_ms(),
-        )
+        # The lock first: a record naming a key is never one whose lock is not yet taken.
+        presence_key = self._open_presence()
+        try:
+            records.create_record(
+                self.settings.database,
+                self.engine_id,
+                node_name=self.node_name,
+                pool=self.pool_name,
+                mode=self.ownership,
+                transport=self.settings.transport,
+                now_ms=self.now_ms(),
+                presence_key=presence_key,
+            )
+        except BaseException:
+            if self.presence is not None:  # no record names it: just end the session
+                self.presence.close()
+                self.presence, self.presence_watch = None, None
+            raise
         self.booted = True
         if self.uses_injected_clock:
             # Client-side times of this process compare with this engine's.
             process_clock.install(self._clock)
         logger.info("engine %s booted (ownership=%s)", self.engine_id, self.ownership)
         return self
+
+    def uses_session_presence(self) -> bool:
+        """Claims, ``SESSION_PRESENCE`` on, PostgreSQL (elsewhere: the TTL path alone)."""
+        return (
+            self.registry is not None
+            and self.settings.session_presence
+            and presence.supported(self.settings.database)
+        )
+
+    def _open_presence(self) -> int | None:
+        if not self.uses_session_presence():
+            return None
+        self.presence, self.presence_watch = open_presence(
+            self.settings, self.engine_id, clock=self.now_ms, on_gone=self.wake
+        )
+        return self.presence.key
+
+    def gone_holders(self, refresh: bool = False) -> frozenset[str]:
+        """Engines whose database session ended (their claims are takeable now);
+        ``refresh``: look again when no watch thread runs (manual mode)."""
+        watch = self.presence_watch
+        if watch is None:
+            return frozenset()
+        if refresh and not watch.running and not self.stopping:
+            try:
+                watch.check()
+            except Exception:
+                logger.warning("presence check failed", exc_info=True)
+        return watch.gone
 
     def _on_lease_lost(self, reason: str) -> None:
         self.halted = True
@@ -197,6 +240,8 @@ class Engine:
         for listening in self._listening:
             listening.stop()
         self._listening = []
+        if self.presence_watch is not None:
+            self.presence_watch.stop()
         self.scheduler.stop(grace)
         if self._activity_executor is not None:
             self._activity_executor.shutdown(wait=False)
@@ -216,6 +261,9 @@ class Engine:
                 records.mark_stopped(self.settings.database, self.engine_id, now_ms=self.now_ms())
             except Exception:
                 logger.warning("could not mark engine %s stopped", self.engine_id, exc_info=True)
+        if self.presence is not None:
+            # Last: until the record says stopped, no one reads this engine as gone.
+            self.presence.close()
         if self.uses_injected_clock:
             process_clock.remove(self._clock)
         logger.info("engine %s stopped", self.engine_id)
@@ -338,6 +386,8 @@ class Engine:
         self.boot()
         self.scheduler.start()
         self._tasks.start()
+        if self.presence_watch is not None:
+            self.presence_watch.start()
         if self.scheduler.listens:
             self._listening = backends.listen(self.settings.database, self.wake)
         return self

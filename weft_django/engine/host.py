@@ -66,6 +66,10 @@ class TurnHost(OwnershipHost, Protocol):
 
     def epoch_for(self, workflow_id: str) -> int: ...
 
+    def gone_holders(self, refresh: bool = False) -> frozenset[str]:
+        """Engines whose database session ended (``ownership.presence``)."""
+        ...
+
     def dispatch(
         self, run_id: Any, wake_kind: WakeKind | None, transport: WakeTransport = "local"
     ) -> None: ...

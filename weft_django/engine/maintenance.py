@@ -162,7 +162,7 @@ class Maintenance:
         return count
 
     def reclaim(self) -> int:
-        """Take over runs whose holder expired (or is absent) and drive them."""
+        """Take over runs whose holder expired, is absent or is gone, and drive them."""
         engine = self.engine
         registry = engine.registry
         if registry is None or engine.halted:
@@ -170,6 +170,10 @@ class Maintenance:
         now = engine.now_ms()
         grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * engine.settings.claim_renew_interval_ms
         stale = WorkflowClaim.objects.using(self.db).takeable(now, grace)
+        gone = engine.gone_holders(refresh=True)
+        if gone:
+            # Holders whose database session ended: takeable before they expire.
+            stale = stale | WorkflowClaim.objects.using(self.db).filter(engine_id__in=gone)
         no_claim = ~Exists(
             WorkflowClaim.objects.using(self.db).filter(workflow_id=OuterRef("workflow_id"))
         )
@@ -194,7 +198,8 @@ class Maintenance:
         registry = engine.registry
         if registry is None:
             return False
-        status = takeover_with_retries(registry, workflow_id).status
+        gone = engine.gone_holders()
+        status = takeover_with_retries(registry, workflow_id, gone_holders=gone).status
         how = "took over"
         if status == "no-claim":  # released (e.g. a graceful shutdown): a plain acquire
             status = registry.acquire(workflow_id).status

@@ -30,8 +30,10 @@ def create_record(
     mode: str,
     transport: str,
     now_ms: int,
+    presence_key: int | None = None,
 ) -> None:
-    """The row of one boot (``started_at`` = ``heartbeat_at`` = ``now_ms``)."""
+    """The row of one boot (``started_at`` = ``heartbeat_at`` = ``now_ms``);
+    ``presence_key``: the session lock this engine already holds, if any."""
     EngineRecord.objects.using(using).create(
         engine_id=engine_id,
         node_name=node_name,
@@ -42,6 +44,7 @@ def create_record(
         transport=transport,
         started_at=now_ms,
         heartbeat_at=now_ms,
+        presence_key=presence_key,
     )
 
 

@@ -161,8 +161,15 @@ class ClaimRegistry:
         return AcquireResult("lost-race", workflow_id, held_by=self._held_by(workflow_id))
 
     # -- takeover ------------------------------------------------------------
-    def takeover(self, workflow_id: str) -> TakeoverResult:
-        """Take over an expired (or undecodable) holder at stored epoch + 1."""
+    def takeover(
+        self, workflow_id: str, gone_holders: frozenset[str] = frozenset()
+    ) -> TakeoverResult:
+        """Take over an expired (or undecodable) holder at stored epoch + 1.
+
+        ``gone_holders``: engines known dead (``ownership.presence``); a holder
+        among them is takeable before it expires. Still the same CAS on the
+        exact holder read here: a holder that changed meanwhile wins.
+        """
         now = self.clock()
         if self.cooldown.is_active(workflow_id, now):
             self.metrics.record_claim_attempt("backoff_skipped")
@@ -171,8 +178,14 @@ class ClaimRegistry:
         if snapshot.holder_absent:
             return TakeoverResult("no-claim", workflow_id)
         holder = snapshot.holder
-        if holder is not None and not is_claim_expired(
-            expires_at=holder.expires_at, now=now, renew_interval_ms=self.claim_renew_interval_ms
+        if (
+            holder is not None
+            and holder.engine_id not in gone_holders
+            and not is_claim_expired(
+                expires_at=holder.expires_at,
+                now=now,
+                renew_interval_ms=self.claim_renew_interval_ms,
+            )
         ):
             return TakeoverResult(
                 "not-expired", workflow_id, held_by=holder.engine_id, expires_at=holder.expires_at
@@ -371,13 +384,16 @@ class ClaimRegistry:
 
 
 def takeover_with_retries(
-    registry: ClaimRegistry, workflow_id: str, max_attempts: int | None = None
+    registry: ClaimRegistry,
+    workflow_id: str,
+    max_attempts: int | None = None,
+    gone_holders: frozenset[str] = frozenset(),
 ) -> TakeoverResult:
     """Retry a lost takeover CAS with a fresh read, at most ``TAKEOVER_MAX_ATTEMPTS``."""
     attempts = max_attempts or TAKEOVER_MAX_ATTEMPTS
     result = TakeoverResult("lost-race", workflow_id)
     for _ in range(attempts):
-        result = registry.takeover(workflow_id)
+        result = registry.takeover(workflow_id, gone_holders)
         if result.status != "lost-race":
             return result
     return result

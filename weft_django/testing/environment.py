@@ -21,6 +21,8 @@ class WorkflowTestEnvironment:
 
         self.clock = FakeClock()
         overrides.setdefault("background_tasks", "manual")
+        # One engine on a fake clock: no crash to detect, no extra connection.
+        overrides.setdefault("session_presence", False)
         self.engine = Engine(clock=self.clock, **overrides).boot()
 
     def advance(self, duration: timedelta | float) -> None:
