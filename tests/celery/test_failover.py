@@ -1,9 +1,11 @@
 """Failures of Celery nodes with real workers (SPEC §2 "Engines", §4.4).
 
 - Two nodes (prefork, concurrency 2); one is SIGKILLed as a whole process
-  group mid-load: the other takes its claims over once they expired (grace
-  included) and every workflow completes; each recorded step ran once, but
-  for the turn that was in flight in each killed pool process.
+  group mid-load: the other takes its claims over — before they expire when
+  the dead node's database session ended (``SESSION_PRESENCE``, the
+  default), only once they expired (grace included) with it off — and every
+  workflow completes; each recorded step ran once, but for the turn that was
+  in flight in each killed pool process.
 - A pool child killed mid-turn on a live node: the node's own maintenance
   re-drives the run (its turn process is gone) without any takeover.
 
@@ -47,12 +49,14 @@ def assert_journal_fenced(run_id: str, workflow_id: str) -> None:
         previous = entry.epoch
 
 
+@pytest.mark.parametrize("path", ["session", "ttl"])
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_node_is_taken_over_and_recorded_steps_run_once(
-    postgres, celery_app, workers, tmp_path
+    postgres, celery_app, workers, tmp_path, path
 ):
-    first = CeleryWorker("node-a", tmp_path, REDIS_URL)
-    second = CeleryWorker("node-b", tmp_path, REDIS_URL)
+    env = {"WEFT_SESSION_PRESENCE": "1" if path == "session" else "0"}
+    first = CeleryWorker("node-a", tmp_path, REDIS_URL, env=env)
+    second = CeleryWorker("node-b", tmp_path, REDIS_URL, env=env)
     workers.extend([first, second])
     first.wait_ready()
     second.wait_ready()
@@ -99,8 +103,12 @@ def test_a_killed_node_is_taken_over_and_recorded_steps_run_once(
         assert event.engine_id == second.engine_id
         assert event.previous_engine_id == first.engine_id
         assert event.previous_expires_at is not None
-        # only once the dead holder had expired, grace included
-        assert event.at_ms > event.previous_expires_at + GRACE_MS
+        if path == "session":
+            # the dead node's session ended: taken before its claim expired
+            assert event.at_ms < event.previous_expires_at, (event.at_ms, event.previous_expires_at)
+        else:
+            # only once the dead holder had expired, grace included
+            assert event.at_ms > event.previous_expires_at + GRACE_MS
     assert taken <= set(held_by_first) | {h.workflow_id for h in handles}
     for handle in handles:
         assert_journal_fenced(handle.run_id, handle.workflow_id)
