@@ -52,3 +52,13 @@ def _no_leftover_engine_clock() -> Iterator[None]:
     before = process_clock.installed()
     yield
     process_clock.restore(before)
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_done_listener() -> Iterator[None]:
+    """``result()`` keeps one shared ``LISTEN weft_done`` session open per
+    process; closed after each test so the test database can be dropped."""
+    yield
+    from weft_django.transports.notify import close_done_hubs
+
+    close_done_hubs()
