@@ -16,16 +16,21 @@ runs instead of racing for the same one. A run whose claim is still held (a
 stale holder an earlier run of the workflow left, or this engine's own) is
 not folded: it goes back to the one-at-a-time ``pick_up``, which takes a
 stale holder over -- a lost race or a lost fence affects only its own
-workflow. Elsewhere (SQLite) the one-at-a-time path is the whole story.
+workflow. The one wait left is the claim row's ``INSERT … ON CONFLICT`` on a
+row a one-at-a-time pickup of the same run inserted and has not committed
+(it then waits for our run lock): PostgreSQL ends that deadlock and the
+batch takes nothing that pass. Elsewhere (SQLite) the one-at-a-time path is
+the whole story.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -33,10 +38,12 @@ from weft_django import db as store
 from weft_django.engine import signals as weft_signals
 from weft_django.engine.host import TurnHost
 from weft_django.models import WorkflowRun
-from weft_django.ownership.batch import RunCondition, Update
+from weft_django.ownership.batch import RunCondition, Update, is_retryable
 from weft_django.ownership.fold import commit_with_claim_fold
 from weft_django.ownership.ops import Condition, Write
 from weft_django.ownership.transitions import ClaimSnapshot
+
+logger = logging.getLogger("weft_django.engine")
 
 
 def pending_due(engine: TurnHost) -> Any:
@@ -135,10 +142,16 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
                     out.picked = batch
                 else:  # not expected under these locks; each run then on its own
                     out.single += batch
-    except BaseException:
+    except BaseException as exc:
         # The savepoint was tracked, but the transaction around it did not commit.
         for workflow_id in folded:
             registry.forget(workflow_id)
+        if isinstance(exc, DatabaseError) and is_retryable(exc):
+            # A deadlock with a one-at-a-time pickup of the same run (its
+            # claim row inserted, our run lock awaited): nothing was taken;
+            # the next pass (or that pickup) has the run.
+            logger.info("batch pickup lost a lock race; the next pass retries", exc_info=True)
+            return BatchPickup()
         raise
     for run in out.picked:
         announce_started(run)
