@@ -63,3 +63,13 @@ def _no_leftover_presence() -> Iterator[None]:
     from weft_django.ownership import presence
 
     presence.close_all()
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_done_listener() -> Iterator[None]:
+    """``result()`` keeps one shared ``LISTEN weft_done`` session open per
+    process; closed after each test so the test database can be dropped."""
+    yield
+    from weft_django.transports.notify import close_done_hubs
+
+    close_done_hubs()

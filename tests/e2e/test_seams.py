@@ -185,9 +185,10 @@ def test_the_scheduler_names_where_turns_run(clock) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_result_subscribes_then_reads_again_before_it_blocks(monkeypatch) -> None:
-    """A finish between ``result()``'s first read and its subscription must
-    not be missed: it subscribes, reads the row again, and only then waits."""
+def test_result_subscribes_before_the_read_it_blocks_on(monkeypatch) -> None:
+    """A finish committed after ``result()``'s read must not be missed: it
+    subscribes first, then reads the row, and only then waits (one read
+    before the wait, not two)."""
     from weft_django.engine import client as client_module
     from weft_django.engine.wakes import DoneWaiter
     from weft_django.models import WorkflowRun
@@ -217,4 +218,4 @@ def test_result_subscribes_then_reads_again_before_it_blocks(monkeypatch) -> Non
     monkeypatch.setattr(client_module.WorkflowHandle, "_run", reading)
     monkeypatch.setattr(backends, "done_waiter", done_waiter)
     assert handle.result(timeout=5) == 7
-    assert steps == ["read", "subscribe", "read", "wait", "read", "close"]
+    assert steps == ["subscribe", "read", "wait", "read", "close"]

@@ -73,6 +73,9 @@ class StoreOps:
     #: Session-level advisory locks visible to other sessions (``pg_locks``):
     #: an engine's ended session tells others it is gone (``ownership.presence``).
     supports_session_presence: ClassVar[bool] = False
+    #: ``FOR UPDATE SKIP LOCKED``: a batch pickup locks pending runs and their
+    #: claim rows without waiting for a row another engine is taking.
+    supports_skip_locked: ClassVar[bool] = False
 
     # -- claim rows ----------------------------------------------------------
     def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:
@@ -106,6 +109,14 @@ class StoreOps:
         whether it held (and so both writes were applied). Only called when
         ``supports_claim_statement``.
         """
+        raise NotImplementedError
+
+    def lock_claims_skip_locked(
+        self, using: str, workflow_ids: Sequence[str]
+    ) -> dict[str, ClaimRow]:
+        """Ensure the claim rows of ``workflow_ids`` (epoch 0, no holder) and
+        lock them without waiting: a row another transaction holds is left
+        out. Only called when ``supports_skip_locked``."""
         raise NotImplementedError
 
     def lock_claims_and_runs(

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from django.core import checks
 from django.db import connections, models
 
-from weft_django.db.base import HolderRow, LockedClaim, LockedRun, StoreOps, table
+from weft_django.db.base import ClaimRow, HolderRow, LockedClaim, LockedRun, StoreOps, table
 from weft_django.models import EngineRecord, WorkflowClaim, WorkflowRun
 
 #: Isolation levels under which the conditional batch's lost races stay results.
@@ -59,6 +59,7 @@ class PostgreSQLOps(StoreOps):
     supports_joint_lock: ClassVar[bool] = True
     supports_listen_notify: ClassVar[bool] = True
     supports_session_presence: ClassVar[bool] = True
+    supports_skip_locked: ClassVar[bool] = True
 
     def __init__(self) -> None:
         # Built once per shape: the claim statement is the protocol's hottest one.
@@ -186,6 +187,31 @@ class PostgreSQLOps(StoreOps):
                 else:
                     runs[key] = LockedRun(text, number, second)
         return len(claims) == len(claim_ids)
+
+    def lock_claims_skip_locked(
+        self, using: str, workflow_ids: Sequence[str]
+    ) -> dict[str, ClaimRow]:
+        """A batch pickup's claim rows, ensured and locked in one statement.
+
+        ``ins`` creates the missing rows (locked: this transaction inserted
+        them), ``old`` locks the existing ones in workflow-id order and skips
+        any row another transaction holds. Both read one snapshot, so no row
+        is returned twice.
+        """
+        claims = table(WorkflowClaim, using)
+        columns = "workflow_id, epoch, engine_id, expires_at, claimed_at"
+        sql = (
+            f"WITH ins AS (INSERT INTO {claims} (workflow_id, epoch) "
+            "SELECT w, 0 FROM unnest(%s::text[]) AS u(w) ORDER BY w "
+            f"ON CONFLICT DO NOTHING RETURNING {columns}), "
+            f"old AS (SELECT {columns} FROM {claims} WHERE workflow_id = ANY(%s) "
+            "ORDER BY workflow_id FOR UPDATE SKIP LOCKED) "
+            f"SELECT {columns} FROM ins UNION ALL SELECT {columns} FROM old"
+        )
+        ids = sorted(set(workflow_ids))
+        with connections[using].cursor() as cursor:
+            cursor.execute(sql, [ids, ids])
+            return {w: (e, g, x, c) for w, e, g, x, c in cursor.fetchall()}
 
     # -- renewals ------------------------------------------------------------
     def renew_exact_holders(

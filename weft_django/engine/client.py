@@ -72,16 +72,17 @@ class WorkflowHandle:
         """The result; ``WorkflowFailedError`` if it ended otherwise; ``TimeoutError``.
 
         With a backend that announces finishes (NOTIFY on PostgreSQL) the
-        caller subscribes, reads the row again -- a finish between the first
-        read and the subscription is not missed -- and then blocks until the
-        announcement (re-reading at least every second: a wake is a hint, the
-        row is the truth). Elsewhere it polls, 10 ms doubling to 1 s.
+        caller subscribes *before* it reads the row -- a finish committed
+        after that read is announced to the subscription, one committed
+        before it is in the row -- and then blocks until the announcement
+        (re-reading at least every second: a wake is a hint, the row is the
+        truth). Elsewhere it polls, 10 ms doubling to 1 s.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.01
         db = get_settings().database
-        waiter: DoneWaiter | None = None
-        watched = ""
+        waiter: DoneWaiter | None = backends.done_waiter(db, self.run_id)
+        watched = self.run_id
         try:
             while True:
                 run = self._follow(self._run())

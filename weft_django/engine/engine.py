@@ -115,6 +115,7 @@ class Engine:
         self._tasks = SideTasks(
             renew=self.maintenance.renew,
             poll=self.maintenance.find_and_dispatch,
+            pickup=self.maintenance.pick_up_pending,
             renew_interval_ms=renew_ms,
             poll_interval_ms=self.scheduler.poll_interval_ms(self.settings),
             claim_ttl_ms=self.settings.claim_ttl_ms,
@@ -389,12 +390,22 @@ class Engine:
         if self.presence_watch is not None:
             self.presence_watch.start()
         if self.scheduler.listens:
-            self._listening = backends.listen(self.settings.database, self.wake)
+            self._listening = backends.listen(
+                self.settings.database, self.wake, on_pickup=self.wake_pickup
+            )
         return self
 
     def wake(self) -> None:
         """Run the next maintenance pass now (a wake arrived)."""
-        self._tasks.wake.set()
+        self._tasks.request(full=True)
+
+    def wake_pickup(self) -> None:
+        """Run a pickup pass now: a run became pending, or a worker has room.
+
+        Only the pickup: the rest of the pass (retention, timeouts, reclaim,
+        timers, woken and stranded runs) has nothing new to find from it and
+        runs on its own every poll interval."""
+        self._tasks.request(full=False)
 
     @property
     def background(self) -> bool:

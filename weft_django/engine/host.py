@@ -41,6 +41,10 @@ class FoundWorkPlacement(Protocol):
 
     def find_stranded(self, owned: QuerySet[WorkflowRun], now_ms: int) -> Iterable[Any] | None: ...
 
+    def pickup_capacity(self, most: int) -> int: ...
+
+    def pickup_backlog(self, left: bool) -> None: ...
+
 
 class TurnHost(OwnershipHost, Protocol):
     """An engine as a turn and the maintenance pass see it."""
@@ -75,6 +79,9 @@ class TurnHost(OwnershipHost, Protocol):
     ) -> None: ...
 
     def dispatch_pickup(self, run: Any) -> bool: ...
+
+    def wake_pickup(self) -> None:
+        """Run a pickup pass now (a run became pending, or a worker has room)."""
 
     def dispatch_reclaim(self, run_id: Any, workflow_id: str) -> bool: ...
 

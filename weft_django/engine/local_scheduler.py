@@ -46,6 +46,9 @@ class LocalScheduler(TurnScheduler):
         self._adopted = threading.local()
         self._queue: list[_Queued] = []
         self._pool: ThreadPoolExecutor | None = None
+        # A pickup left pending runs behind for want of room: the next turn
+        # to end asks for a pickup (``pickup_backlog``).
+        self._backlog = False
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -79,6 +82,17 @@ class LocalScheduler(TurnScheduler):
     def inflight(self) -> int:
         with self._lock:
             return len(self._inflight)
+
+    def pickup_capacity(self, most: int) -> int:
+        """Room for twice the pool's threads: a claimed run waits at most one
+        turn of each thread; more would hold runs other engines could drive."""
+        if self._pool is None:
+            return most
+        room = 2 * self.engine.settings.worker_concurrency - self.inflight
+        return max(0, min(most, room))
+
+    def pickup_backlog(self, left: bool) -> None:
+        self._backlog = left
 
     # -- dispatching -----------------------------------------------------------------
     def dispatch_turn(
@@ -178,7 +192,10 @@ class LocalScheduler(TurnScheduler):
             with self._lock:
                 self._inflight.discard(run_id)
                 self._inflight.difference_update(self._adopted.keys)
+                backlog, self._backlog = self._backlog, False
             self._adopted.keys = None
+            if backlog and self._pool is not None:
+                self.engine.wake_pickup()
 
 
 __all__ = ["LocalScheduler"]

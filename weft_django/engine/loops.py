@@ -5,14 +5,18 @@ behind a slow maintenance pass (a large reclaim scan, a retention purge);
 it runs on its own thread and on its own stop event, which ``dispose`` sets
 only after in-flight turns finished -- claims stay renewed until released.
 The poll thread runs the maintenance pass every poll interval, or sooner
-when a wake arrives. Both threads mark themselves as engine threads
-(``engine.db_connections``) and survive any one failed pass.
+when a wake arrives; a wake that only made a run pending (a start, a
+worker with room again) runs just the pickup on that thread -- pickups stay
+serial there, and the full pass still comes every poll interval. Both
+threads mark themselves as engine threads (``engine.db_connections``) and
+survive any one failed pass.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,6 +33,8 @@ class SideTasks:
 
     renew: Callable[[], object]
     poll: Callable[[], object]
+    #: The pickup alone (what a pickup wake needs).
+    pickup: Callable[[], object]
     renew_interval_ms: int
     poll_interval_ms: int
     claim_ttl_ms: int
@@ -43,6 +49,21 @@ class SideTasks:
     #: then, work that was waiting at boot may still be found by polling.
     first_pass: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
+    #: A wake asked for the full pass (not only a pickup); guarded by ``_lock``.
+    _full: bool = True
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def request(self, *, full: bool) -> None:
+        """Wake the poll loop: a full pass, or (``full=False``) a pickup pass."""
+        if full:
+            with self._lock:
+                self._full = True
+        self.wake.set()
+
+    def _take_full(self) -> bool:
+        with self._lock:
+            full, self._full = self._full, False
+        return full
 
     def start(self) -> None:
         self.threads = [
@@ -60,29 +81,29 @@ class SideTasks:
         self._loop(self.renew, self.renew_interval_ms, self.renew_stop, "claim renewal pass")
 
     def _poll_loop(self) -> None:
-        self._loop(self.poll, self.poll_interval_ms, self.stopping, "maintenance pass", self.wake)
+        mark_engine_thread(self.claim_ttl_ms)
+        interval = self.poll_interval_ms / 1000
+        next_full = 0.0
+        while not self.stopping.is_set():
+            # Read-and-reset before the pass: a wake during it is kept.
+            if self._take_full() or time.monotonic() >= next_full:
+                next_full = time.monotonic() + interval
+                self._run_once(self.poll, "maintenance pass")
+                if not self.first_pass.is_set():
+                    self.first_pass.set()
+                    logger.info("weft engine: first maintenance pass done")
+            else:
+                self._run_once(self.pickup, "pickup pass")
+            self.wake.wait(max(0.0, next_full - time.monotonic()))
+            self.wake.clear()
 
     def _loop(
-        self,
-        work: Callable[[], object],
-        interval_ms: int,
-        stop: threading.Event,
-        what: str,
-        wake: threading.Event | None = None,
+        self, work: Callable[[], object], interval_ms: int, stop: threading.Event, what: str
     ) -> None:
         mark_engine_thread(self.claim_ttl_ms)
         interval = interval_ms / 1000
-        if wake is None:
-            while not stop.wait(interval):
-                self._run_once(work, what)
-            return
-        while not stop.is_set():
+        while not stop.wait(interval):
             self._run_once(work, what)
-            if not self.first_pass.is_set():
-                self.first_pass.set()
-                logger.info("weft engine: first %s done", what)
-            wake.wait(interval)
-            wake.clear()
 
     def _run_once(self, work: Callable[[], object], what: str) -> None:
         try:

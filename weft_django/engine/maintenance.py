@@ -11,17 +11,21 @@ pickup folds the claim's acquire into the pending→running write.
 from __future__ import annotations
 
 import logging
-import os
 import random
 from datetime import timedelta
 from typing import Any
 
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
-from django.utils import timezone
 
 from weft_django.engine import operations
-from weft_django.engine import signals as weft_signals
 from weft_django.engine.host import TurnHost
+from weft_django.engine.pickup import (
+    announce_started,
+    batch_applies,
+    pending_due,
+    pick_up_batch,
+    pickup_parts,
+)
 from weft_django.models import (
     DRIVABLE_STATUSES,
     LIVE_STATUSES,
@@ -30,7 +34,6 @@ from weft_django.models import (
     WorkflowRun,
 )
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
-from weft_django.ownership.batch import RunCondition, Update
 from weft_django.ownership.fold import commit_enabling_write
 from weft_django.ownership.registry import takeover_with_retries
 from weft_django.querysets import out_of_backoff_q
@@ -223,14 +226,9 @@ class Maintenance:
         engine = self.engine
         if engine.halted or (engine.lease is not None and engine.lease.epoch is None):
             return 0
-        now = engine.now_ms()
-        pending = (
-            WorkflowRun.objects.using(self.db)
-            .filter(status="pending")
-            .filter(Q(start_at__isnull=True) | Q(start_at__lte=now))
-            .order_by("created_at")[:BATCH]
-        )
-        runs = list(pending)
+        if batch_applies(engine):
+            return self.pick_up_batch()
+        runs = list(pending_due(engine)[:BATCH])
         if len(runs) > 1 and engine.scheduler.background:
             # Engines polling together read the same oldest runs; starting each
             # at its own random point makes them race for the same run less.
@@ -243,26 +241,31 @@ class Maintenance:
                 count += 1
         return count
 
+    def pick_up_batch(self) -> int:
+        """As many pending runs as the scheduler has room for, in one batch."""
+        engine = self.engine
+        scheduler = engine.scheduler
+        limit = scheduler.pickup_capacity(BATCH)
+        if limit <= 0:
+            scheduler.pickup_backlog(True)
+            return 0
+        got = pick_up_batch(engine, limit)
+        # A full batch may have left pending runs behind: the scheduler asks
+        # for the next pickup as soon as it has room again.
+        scheduler.pickup_backlog(got.seen >= limit)
+        for run in got.picked:
+            engine.dispatch(run.pk, None)
+        return len(got.picked) + sum(1 for run in got.single if engine.dispatch_pickup(run))
+
     def pick_up(self, run: WorkflowRun) -> bool:
         """pending → running, with the claim's acquire folded into the same batch."""
-        engine = self.engine
-        values: dict[str, Any] = {
-            "status": "running",
-            "version": F("version") + 1,
-            "turn_started_at": engine.now_ms(),
-            "turn_pid": os.getpid(),
-        }
-        if run.started_at is None:
-            values["started_at"] = timezone.now()
-        conditions = [RunCondition(run.pk, statuses=frozenset({"pending"}), label="pending")]
-        writes = [Update(WorkflowRun, {"pk": run.pk}, values)]
+        conditions, writes = pickup_parts(self.engine, run)
         # The claim's acquire (or a takeover of a stale holder an earlier run
         # left) folds into the same fenced batch as the status change.
-        committed = commit_enabling_write(engine, run.workflow_id, conditions, writes).committed
-        if committed:
-            run.status = "running"
-            weft_signals.workflow_started.send(sender=WorkflowRun, run=run)
-        return committed
+        result = commit_enabling_write(self.engine, run.workflow_id, conditions, writes)
+        if result.committed:
+            announce_started(run)
+        return result.committed
 
 
 __all__ = ["BATCH", "TIMER_WAKE_KIND", "Maintenance"]

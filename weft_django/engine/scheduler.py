@@ -72,6 +72,16 @@ class TurnScheduler:
         was claimed (or handed on)."""
         raise NotImplementedError
 
+    def pickup_capacity(self, most: int) -> int:
+        """How many pending runs a batch pickup may claim now (at most ``most``):
+        a claimed run waiting for a turn is one no other engine can take."""
+        return most
+
+    def pickup_backlog(self, left: bool) -> None:
+        """The last pickup may have left pending runs (``left``): a scheduler
+        that knows when it has room again asks for the next pickup then
+        (``engine.wake_pickup``); the poll interval is the backstop."""
+
     def drain(self) -> int:
         """Drive every queued turn now (inline mode); returns how many."""
         return 0

@@ -112,9 +112,16 @@ class WakeBackend:
         when this is true."""
         return True
 
-    def listen(self, using: str, on_wake: Callable[[], None]) -> Listening | None:
-        """Call ``on_wake()`` whenever a wake may concern an engine; ``None``
-        when this backend cannot listen."""
+    def listen(
+        self,
+        using: str,
+        on_wake: Callable[[], None],
+        on_pickup: Callable[[], None] | None = None,
+    ) -> Listening | None:
+        """Call ``on_wake()`` whenever a wake may concern an engine -- or
+        ``on_pickup()``, when given, for a wake that only made a run pending
+        (``Wake.is_pickup``: the engine need only pick up); ``None`` when
+        this backend cannot listen."""
         return None
 
     def wait_done(self, using: str, run_id: str, timeout: float) -> bool:
@@ -182,11 +189,16 @@ class WakeBackends:
                     exc_info=True,
                 )
 
-    def listen(self, using: str, on_wake: Callable[[], None]) -> list[Listening]:
+    def listen(
+        self,
+        using: str,
+        on_wake: Callable[[], None],
+        on_pickup: Callable[[], None] | None = None,
+    ) -> list[Listening]:
         handles = []
         for backend in self.for_alias(using):
             if backend.supports_listen:
-                handle = backend.listen(using, on_wake)
+                handle = backend.listen(using, on_wake, on_pickup)
                 if handle is not None:
                     handles.append(handle)
         return handles

@@ -126,8 +126,13 @@ class ClaimRegistry:
             self.metrics.set_active_claims(len(self._claims))
 
     # -- acquire -------------------------------------------------------------
-    def prepare_acquire(self, workflow_id: str) -> AcquirePreparation:
-        snapshot = self.read(workflow_id)
+    def prepare_acquire(
+        self, workflow_id: str, snapshot: ClaimSnapshot | None = None
+    ) -> AcquirePreparation:
+        """An acquire of ``workflow_id`` from ``snapshot`` (a read the caller
+        just made, e.g. under its own lock), else from a fresh read."""
+        if snapshot is None:
+            snapshot = self.read(workflow_id)
         transition = build_acquire(
             snapshot, engine_id=self.engine_id, now=self.clock(), ttl_ms=self.claim_ttl_ms
         )

@@ -3,19 +3,27 @@
 ``NotifyBackend`` is the ``WakeBackend`` for PostgreSQL: ``announce`` hands
 it each wake once the writing transaction committed (a rolled-back start
 wakes nobody), and it sends ``pg_notify`` -- ``weft_wake`` (payload: the
-workflow id) for a wake, ``weft_done`` (payload: the run id) for a finished
-run. An engine ``Listener`` holds one dedicated psycopg connection (not
-Django's: a LISTENing connection must not be shared with queries or closed
-by request cycles) and calls back when anything arrives. On other databases
-the backend is unavailable and polling finds the work.
+workflow id, ``pickup <workflow id>`` for a wake that made a run pending)
+for a wake, ``weft_done`` (payload: the run id) for a finished run. An
+engine ``Listener`` holds one dedicated psycopg connection (not Django's: a
+LISTENing connection must not be shared with queries or closed by request
+cycles) and calls back when anything arrives; a pickup wake calls the
+engine's pickup alone, any other payload its whole maintenance pass.
+
+Callers of ``WorkflowHandle.result()`` share one ``LISTEN weft_done``
+connection per process and database (``_DoneHub``): a waiter registers its
+run id before the caller re-reads the row, so a finish is either seen by
+that read or delivered to the waiter -- and no call pays for a connection
+of its own. On other databases the backend is unavailable and polling finds
+the work.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -28,6 +36,8 @@ logger = logging.getLogger("weft_django.transports")
 
 WAKE_CHANNEL = "weft_wake"
 DONE_CHANNEL = "weft_done"
+#: ``weft_wake`` payload prefix of a wake that made a run pending.
+PICKUP_PREFIX = "pickup "
 
 
 def _send(channel: str, payload: str, using: str) -> None:
@@ -58,6 +68,9 @@ def _listen_sql(channel: str) -> Any:
 
 class Listener(Listening):
     """A background thread that LISTENs and calls ``on_notify(channel, payload)``."""
+
+    #: Seconds between checks of ``stop()`` while no notification arrives.
+    tick: float = 1.0
 
     def __init__(
         self, using: str, channels: tuple[str, ...], on_notify: Callable[[str, str], None]
@@ -95,24 +108,31 @@ class Listener(Listening):
             raise
         return conn
 
-    def _run(self) -> None:
+    def _run(self, conn: Any = None) -> None:
         while not self._stop.is_set():
-            try:
-                conn = self.connect()
-            except Exception:
-                logger.warning("LISTEN connection failed; polling only", exc_info=True)
-                self._stop.wait(5)
-                continue
+            if conn is None:
+                try:
+                    conn = self.connect()
+                except Exception:
+                    logger.warning("LISTEN connection failed; polling only", exc_info=True)
+                    self._stop.wait(5)
+                    continue
+                self.on_connect()
             try:
                 while not self._stop.is_set():
-                    for note in conn.notifies(timeout=1.0):
+                    for note in conn.notifies(timeout=self.tick):
                         self.on_notify(note.channel, note.payload)
             except Exception:
-                logger.warning("LISTEN connection lost; reconnecting", exc_info=True)
-                self._stop.wait(1)
+                if not self._stop.is_set():
+                    logger.warning("LISTEN connection lost; reconnecting", exc_info=True)
+                    self._stop.wait(1)
             finally:
                 with contextlib.suppress(Exception):
                     conn.close()
+                conn = None
+
+    def on_connect(self) -> None:
+        """A new connection LISTENs: what the lost one missed may have happened."""
 
 
 class NotifyBackend(WakeBackend):
@@ -128,39 +148,126 @@ class NotifyBackend(WakeBackend):
     def deliver(self, wake: Wake) -> None:
         if wake.event == "finished":
             _send(DONE_CHANNEL, wake.run_id, wake.using)
+        elif wake.is_pickup:
+            _send(WAKE_CHANNEL, PICKUP_PREFIX + (wake.workflow_id or ""), wake.using)
         else:
             _send(WAKE_CHANNEL, wake.workflow_id or "", wake.using)
 
-    def listen(self, using: str, on_wake: Callable[[], None]) -> Listening | None:
-        listener = Listener(using, (WAKE_CHANNEL,), lambda channel, payload: on_wake())
+    def listen(
+        self,
+        using: str,
+        on_wake: Callable[[], None],
+        on_pickup: Callable[[], None] | None = None,
+    ) -> Listening | None:
+        def on_notify(channel: str, payload: str) -> None:
+            if on_pickup is not None and payload.startswith(PICKUP_PREFIX):
+                on_pickup()
+            else:
+                on_wake()
+
+        listener = Listener(using, (WAKE_CHANNEL,), on_notify)
         listener.start()
         return listener
 
     def done_waiter(self, using: str, run_id: str) -> DoneWaiter:
-        return _NotifyDoneWaiter(
-            Listener(using, (DONE_CHANNEL,), lambda c, p: None).connect(), run_id
-        )
+        return _DoneHub.get(using).subscribe(run_id)
 
 
-class _NotifyDoneWaiter(DoneWaiter):
-    """``LISTEN weft_done`` on its own connection, open from creation to ``close``."""
+class _DoneHub(Listener):
+    """One process's shared ``LISTEN weft_done`` for one database.
 
-    def __init__(self, conn: Any, run_id: str) -> None:
-        self._conn = conn
+    Invariant: ``subscribe`` returns only while the hub's connection LISTENs
+    (the first call connects before it returns), so a finish committed after
+    the subscription is delivered to it -- or, while the hub reconnects, its
+    waiters are all set once the new connection LISTENs (they re-read).
+    """
+
+    _hubs: dict[tuple[int, str, str], _DoneHub] = {}
+    _hubs_lock = threading.Lock()
+    #: ``close_done_hubs`` waits at most about this long for the connection to close.
+    tick = 0.1
+
+    def __init__(self, using: str) -> None:
+        super().__init__(using, (DONE_CHANNEL,), self._deliver)
+        self._waiters: dict[str, set[threading.Event]] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def get(cls, using: str) -> _DoneHub:
+        # Per process (a forked child must not share its parent's socket) and
+        # per database name (a test run renames the alias's database).
+        key = (os.getpid(), using, str(connections[using].settings_dict.get("NAME")))
+        with cls._hubs_lock:
+            hub = cls._hubs.get(key)
+            if hub is None:
+                hub = cls(using)
+                conn = hub.connect()  # LISTENing before the first subscriber returns
+                hub._thread = threading.Thread(
+                    target=hub._run, args=(conn,), name="weft-done", daemon=True
+                )
+                hub._thread.start()
+                cls._hubs[key] = hub
+            return hub
+
+    @classmethod
+    def close_all(cls) -> None:
+        with cls._hubs_lock:
+            hubs, cls._hubs = list(cls._hubs.values()), {}
+        for hub in hubs:
+            hub.stop()
+            if hub._thread is not None:
+                hub._thread.join(timeout=5 * hub.tick)
+
+    def subscribe(self, run_id: str) -> _HubWaiter:
+        event = threading.Event()
+        with self._lock:
+            self._waiters.setdefault(run_id, set()).add(event)
+        return _HubWaiter(self, run_id, event)
+
+    def unsubscribe(self, run_id: str, event: threading.Event) -> None:
+        with self._lock:
+            events = self._waiters.get(run_id)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del self._waiters[run_id]
+
+    def _deliver(self, channel: str, payload: str) -> None:
+        with self._lock:
+            events = list(self._waiters.get(payload, ()))
+        for event in events:
+            event.set()
+
+    def on_connect(self) -> None:
+        with self._lock:
+            events = [e for group in self._waiters.values() for e in group]
+        for event in events:
+            event.set()
+
+
+def close_done_hubs() -> None:
+    """Close this process's shared ``weft_done`` connections (a test's teardown:
+    a database with a session open cannot be dropped). The next
+    ``result()`` opens one again."""
+    _DoneHub.close_all()
+
+
+class _HubWaiter(DoneWaiter):
+    """One caller's subscription on the shared hub, from creation to ``close``."""
+
+    def __init__(self, hub: _DoneHub, run_id: str, event: threading.Event) -> None:
+        self._hub = hub
         self._run_id = run_id
+        self._event = event
 
     def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            for note in self._conn.notifies(timeout=min(remaining, 1.0)):
-                if note.payload == self._run_id:
-                    return True
+        if not self._event.wait(max(0.0, timeout)):
+            return False
+        self._event.clear()  # the caller re-reads; a later finish sets it again
+        return True
 
     def close(self) -> None:
-        self._conn.close()
+        self._hub.unsubscribe(self._run_id, self._event)
 
 
 __all__ = [
@@ -168,5 +275,6 @@ __all__ = [
     "WAKE_CHANNEL",
     "Listener",
     "NotifyBackend",
+    "close_done_hubs",
     "notify_on_commit",
 ]

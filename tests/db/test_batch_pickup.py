@@ -1,0 +1,127 @@
+"""Batch pickup (``engine.pickup``): many pending runs claimed in one batch.
+
+Invariants protected: a picked run is ``running`` only with its claim held
+by the picking engine, committed together (one ``acquire`` event each); a
+pending run another transaction has locked is skipped, not waited for, and
+stays pending; a run whose claim a stale holder still carries is not folded
+but taken over by the one-at-a-time pickup (its own workflow only); a batch
+claims no more runs than the scheduler has room for. PostgreSQL only
+(``SKIP LOCKED``); on SQLite the one-at-a-time path is the only one.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections, transaction
+
+from tests.support import ManualClock
+from weft_django.engine import Engine
+from weft_django.engine.pickup import batch_applies, pick_up_batch
+from weft_django.models import ClaimEvent, WorkflowClaim, WorkflowRun
+
+pytestmark = pytest.mark.usefixtures("batch_db")
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("SKIP LOCKED: the batch pickup is PostgreSQL's")
+
+
+def _pending(n: int, prefix: str = "bp") -> list[WorkflowRun]:
+    return [
+        WorkflowRun.objects.create(
+            workflow_id=f"{prefix}-{i}", name="three-steps", status="pending"
+        )
+        for i in range(n)
+    ]
+
+
+def test_a_batch_claims_every_pending_run_with_its_claim(clock: ManualClock) -> None:
+    engine = Engine("engine-a", clock=clock).boot()
+    try:
+        assert batch_applies(engine)
+        runs = _pending(3)
+        got = pick_up_batch(engine, 10)
+        assert sorted(r.workflow_id for r in got.picked) == [r.workflow_id for r in runs]
+        assert not got.single
+        for run in runs:
+            run.refresh_from_db()
+            assert run.status == "running"
+            claim = WorkflowClaim.objects.get(pk=run.workflow_id)
+            assert (claim.engine_id, claim.epoch) == ("engine-a", 1)
+            assert engine.registry is not None
+            assert engine.registry.current_epoch(run.workflow_id) == 1
+            kinds = list(
+                ClaimEvent.objects.filter(workflow_id=run.workflow_id).values_list(
+                    "kind", flat=True
+                )
+            )
+            assert kinds == ["acquire"]
+    finally:
+        engine.dispose(grace=0)
+
+
+def test_a_locked_pending_run_is_skipped_not_waited_for(clock: ManualClock) -> None:
+    engine = Engine("engine-a", clock=clock).boot()
+    locked, free = _pending(2, "lk")
+    holding = threading.Event()
+    release = threading.Event()
+
+    def hold_the_row() -> None:
+        try:
+            with transaction.atomic():
+                WorkflowRun.objects.select_for_update().get(pk=locked.pk)
+                holding.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    other = threading.Thread(target=hold_the_row)
+    other.start()
+    try:
+        assert holding.wait(10)
+        got = pick_up_batch(engine, 10)  # returns while the row is still locked
+        assert [r.workflow_id for r in got.picked] == [free.workflow_id]
+        assert WorkflowRun.objects.get(pk=locked.pk).status == "pending"
+        assert not WorkflowClaim.objects.filter(pk=locked.workflow_id, engine_id__isnull=False)
+    finally:
+        release.set()
+        other.join(10)
+        engine.dispose(grace=0)
+
+
+def test_a_stale_holder_goes_to_the_one_at_a_time_pickup(clock: ManualClock) -> None:
+    engine = Engine("engine-a", clock=clock).boot()
+    try:
+        stale, fresh = _pending(2, "st")
+        # An earlier run of ``stale``'s workflow id left its claim behind, expired.
+        WorkflowClaim.objects.create(
+            workflow_id=stale.workflow_id, epoch=4, engine_id="gone", expires_at=0, claimed_at=0
+        )
+        clock.advance(60_000)
+        got = pick_up_batch(engine, 10)
+        assert [r.workflow_id for r in got.picked] == [fresh.workflow_id]
+        assert [r.workflow_id for r in got.single] == [stale.workflow_id]
+        assert WorkflowRun.objects.get(pk=stale.pk).status == "pending"
+        # The maintenance pass hands it to ``pick_up``, which takes the holder over.
+        assert engine.maintenance.pick_up(stale)
+        claim = WorkflowClaim.objects.get(pk=stale.workflow_id)
+        assert (claim.engine_id, claim.epoch) == ("engine-a", 5)
+    finally:
+        engine.dispose(grace=0)
+
+
+def test_a_batch_takes_no_more_than_its_limit(clock: ManualClock) -> None:
+    engine = Engine("engine-a", clock=clock).boot()
+    try:
+        _pending(5, "lim")
+        got = pick_up_batch(engine, 2)
+        assert len(got.picked) == 2 and got.seen == 2
+        assert WorkflowRun.objects.filter(status="pending").count() == 3
+        # The oldest first.
+        assert [r.workflow_id for r in got.picked] == ["lim-0", "lim-1"]
+    finally:
+        engine.dispose(grace=0)

@@ -1,0 +1,168 @@
+"""Pickup: a pending run becomes running under this engine's claim (SPEC §4.6).
+
+The invariant (``ownership.fold``): no run is ``running`` unless its claim
+is held, in the same commit -- the claim's acquire folds into the batch that
+writes pending → running, and the registry tracks the claim only once that
+batch committed.
+
+Why a batch: engines polling together read the same oldest pending runs and
+raced for them one at a time, each lost race a rolled-back transaction (and
+two engines did less than one). Where the database has ``SKIP LOCKED``,
+``pick_up_batch`` locks up to ``limit`` pending runs that no other engine is
+taking, ensures and locks their claim rows the same way, and commits every
+pending → running write with every acquire as ONE conditional batch. Nothing
+waits for a row another engine holds, so concurrent engines take disjoint
+runs instead of racing for the same one. A run whose claim is still held (a
+stale holder an earlier run of the workflow left, or this engine's own) is
+not folded: it goes back to the one-at-a-time ``pick_up``, which takes a
+stale holder over -- a lost race or a lost fence affects only its own
+workflow. The one wait left is the claim row's ``INSERT … ON CONFLICT`` on a
+row a one-at-a-time pickup of the same run inserted and has not committed
+(it then waits for our run lock): PostgreSQL ends that deadlock and the
+batch takes nothing that pass. Elsewhere (SQLite) the one-at-a-time path is
+the whole story.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import DatabaseError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from weft_django import db as store
+from weft_django.engine import signals as weft_signals
+from weft_django.engine.host import TurnHost
+from weft_django.models import WorkflowRun
+from weft_django.ownership.batch import RunCondition, Update, is_retryable
+from weft_django.ownership.fold import commit_with_claim_fold
+from weft_django.ownership.ops import Condition, Write
+from weft_django.ownership.transitions import ClaimSnapshot
+
+logger = logging.getLogger("weft_django.engine")
+
+
+def pending_due(engine: TurnHost) -> Any:
+    """The pending runs due now, oldest first (``start_at`` in the past or none)."""
+    now = engine.now_ms()
+    return (
+        WorkflowRun.objects.using(engine.settings.database)
+        .filter(status="pending")
+        .filter(Q(start_at__isnull=True) | Q(start_at__lte=now))
+        .order_by("created_at")
+    )
+
+
+def pickup_parts(engine: TurnHost, run: WorkflowRun) -> tuple[list[Condition], list[Write]]:
+    """The pending → running condition and write of ``run`` (claim not included)."""
+    values: dict[str, Any] = {
+        "status": "running",
+        "version": F("version") + 1,
+        "turn_started_at": engine.now_ms(),
+        "turn_pid": os.getpid(),
+    }
+    if run.started_at is None:
+        values["started_at"] = timezone.now()
+    conditions: list[Condition] = [
+        RunCondition(run.pk, statuses=frozenset({"pending"}), label="pending")
+    ]
+    writes: list[Write] = [Update(WorkflowRun, {"pk": run.pk}, values)]
+    return conditions, writes
+
+
+def announce_started(run: WorkflowRun) -> None:
+    run.status = "running"
+    weft_signals.workflow_started.send(sender=WorkflowRun, run=run)
+
+
+@dataclass
+class BatchPickup:
+    """What one batch pickup did."""
+
+    #: Committed pending → running with the claim held: drive them.
+    picked: list[WorkflowRun] = field(default_factory=list)
+    #: Not folded (a claim still held): for the one-at-a-time ``pick_up``.
+    single: list[WorkflowRun] = field(default_factory=list)
+    #: Locked pending runs this pass looked at (picked, single or skipped).
+    seen: int = 0
+
+
+def batch_applies(engine: TurnHost) -> bool:
+    """``SKIP LOCKED`` on this database and per-workflow claims to fold."""
+    return (
+        engine.ownership == "workflow-lease"
+        and engine.registry is not None
+        and store.ops(engine.settings.database).supports_skip_locked
+    )
+
+
+def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
+    """Claim up to ``limit`` pending runs in one transaction (see the module doc).
+
+    Only when ``batch_applies(engine)``.
+    """
+    registry = engine.registry
+    assert registry is not None
+    db = engine.settings.database
+    out = BatchPickup()
+    folded: list[str] = []
+    try:
+        with transaction.atomic(using=db):
+            runs = list(pending_due(engine).select_for_update(skip_locked=True)[:limit])
+            out.seen = len(runs)
+            if not runs:
+                return out
+            rows = store.ops(db).lock_claims_skip_locked(db, [r.workflow_id for r in runs])
+            conditions: list[Condition] = []
+            writes: list[Write] = []
+            folds = []
+            batch: list[WorkflowRun] = []
+            for run in runs:
+                row = rows.get(run.workflow_id)
+                if row is None:  # another transaction holds the claim row: a later pass
+                    continue
+                snapshot = ClaimSnapshot(run.workflow_id, *row)
+                held = registry.current_epoch(run.workflow_id) is not None
+                if held or not snapshot.holder_absent:
+                    out.single.append(run)
+                    continue
+                run_conditions, run_writes = pickup_parts(engine, run)
+                conditions += run_conditions
+                writes += run_writes
+                folds.append(registry.prepare_acquire(run.workflow_id, snapshot))
+                batch.append(run)
+            if batch:
+                result = commit_with_claim_fold(engine, folds, conditions, writes)
+                if result.committed:
+                    folded = [r.workflow_id for r in batch]
+                    out.picked = batch
+                else:  # not expected under these locks; each run then on its own
+                    out.single += batch
+    except BaseException as exc:
+        # The savepoint was tracked, but the transaction around it did not commit.
+        for workflow_id in folded:
+            registry.forget(workflow_id)
+        if isinstance(exc, DatabaseError) and is_retryable(exc):
+            # A deadlock with a one-at-a-time pickup of the same run (its
+            # claim row inserted, our run lock awaited): nothing was taken;
+            # the next pass (or that pickup) has the run.
+            logger.info("batch pickup lost a lock race; the next pass retries", exc_info=True)
+            return BatchPickup()
+        raise
+    for run in out.picked:
+        announce_started(run)
+    return out
+
+
+__all__ = [
+    "BatchPickup",
+    "announce_started",
+    "batch_applies",
+    "pending_due",
+    "pick_up_batch",
+    "pickup_parts",
+]
