@@ -40,6 +40,7 @@ always run.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import sys
@@ -350,7 +351,9 @@ def run(
         dbos_leg("sequential.dbos_in_process", lambda: dbos_in_process(runs_seq, dbos_poll))
         measure("sequential.celery_chain", lambda: celery_sequential(runs_seq))
         for n in counts:
-            measure(f"burst.weft_{n}_engines", lambda n=n: weft_burst(n, runs_burst, stats_conn))
+            measure(
+                f"burst.weft_{n}_engines", functools.partial(weft_burst, n, runs_burst, stats_conn)
+            )
             if n == 1:
                 dbos_leg("burst.dbos", lambda: dbos_burst(runs_burst, dbos_poll))
                 measure("burst.celery_chain", lambda: celery_burst(runs_burst))
