@@ -495,7 +495,7 @@ def _strip(fig: dict[str, Any] | None) -> dict[str, Any] | None:
 def _plot(figures: dict[str, Any], counts: tuple[int, ...], publish: bool) -> str:
     plt = common.pyplot()
     seq, burst = figures["sequential"], figures["burst"]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), gridspec_kw={"width_ratios": [4, 4, 5]})
     labels = {
         "weft": "weft",
         "dbos": "DBOS\n(client)",
@@ -514,13 +514,13 @@ def _plot(figures: dict[str, Any], counts: tuple[int, ...], publish: bool) -> st
         ax.set_title(title, fontsize=10)
     border = [f"weft_{n}_engines" for n in counts if f"weft_{n}_engines" in burst]
     border += [k for k in ("dbos", "celery_chain") if k in burst]
-    names = {f"weft_{n}_engines": f"weft\n{n} engine{'s' if n > 1 else ''}" for n in counts}
-    names |= {"dbos": "DBOS\n(queue of 8)", "celery_chain": "Celery chain\n(not durable)"}
+    names = {f"weft_{n}_engines": f"weft\n×{n}" for n in counts}
+    names |= {"dbos": "DBOS\nqueue of 8", "celery_chain": "Celery\nchain"}
     bcolors = ["C0" if k.startswith("weft") else "C1" if k == "dbos" else "C2" for k in border]
     burst_values = [burst[k]["workflows_per_s"] for k in border]
     axes[2].bar([names[k] for k in border], burst_values, color=bcolors)
     axes[2].bar_label(axes[2].containers[0], fmt="%.1f", fontsize=8)
-    axes[2].set_title("burst, workflows/s", fontsize=10)
+    axes[2].set_title("burst, workflows/s (weft: × engines)", fontsize=10)
     for ax in axes:
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(alpha=0.3, axis="y")
