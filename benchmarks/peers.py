@@ -371,29 +371,35 @@ def run(
     def get(group: dict[str, Any], who: str, k: str) -> float | None:
         return group.get(who, {}).get(k)
 
-    values: dict[str, float | None] = {
-        "sequential_p50_vs_dbos": _over(get(seq, "weft", "p50_ms"), get(seq, "dbos", "p50_ms")),
-        "sequential_wps_vs_dbos": _over(
-            get(seq, "weft", "workflows_per_s"), get(seq, "dbos", "workflows_per_s")
+    w1 = ("burst", "weft_1_engines", "workflows_per_s")
+    pairs = {  # target: (ours, its baseline), each (scenario, peer, key) in ``figures``
+        "sequential_p50_vs_dbos": (
+            ("sequential", "weft", "p50_ms"),
+            ("sequential", "dbos", "p50_ms"),
         ),
-        "burst_1_vs_dbos": _over(
-            get(burst, "weft_1_engines", "workflows_per_s"), get(burst, "dbos", "workflows_per_s")
+        "sequential_wps_vs_dbos": (
+            ("sequential", "weft", "workflows_per_s"),
+            ("sequential", "dbos", "workflows_per_s"),
         ),
-        "burst_1_vs_celery": _over(
-            get(burst, "weft_1_engines", "workflows_per_s"),
-            get(burst, "celery_chain", "workflows_per_s"),
-        ),
-        "burst_2_vs_1": _over(
-            get(burst, "weft_2_engines", "workflows_per_s"),
-            get(burst, "weft_1_engines", "workflows_per_s"),
-        ),
-        "burst_4_vs_2": _over(
-            get(burst, "weft_4_engines", "workflows_per_s"),
-            get(burst, "weft_2_engines", "workflows_per_s"),
+        "burst_1_vs_dbos": (w1, ("burst", "dbos", "workflows_per_s")),
+        "burst_1_vs_celery": (w1, ("burst", "celery_chain", "workflows_per_s")),
+        "burst_2_vs_1": (("burst", "weft_2_engines", "workflows_per_s"), w1),
+        "burst_4_vs_2": (
+            ("burst", "weft_4_engines", "workflows_per_s"),
+            ("burst", "weft_2_engines", "workflows_per_s"),
         ),
     }
-    values["sequential_p50_vs_dbos_moonshot"] = values["sequential_p50_vs_dbos"]
+    pairs["sequential_p50_vs_dbos_moonshot"] = pairs["sequential_p50_vs_dbos"]
+
+    def fig_of(where: tuple[str, str, str]) -> float | None:
+        scenario, who, k = where
+        return get(figures[scenario], who, k)
+
+    values = {name: _over(fig_of(a), fig_of(b)) for name, (a, b) in pairs.items()}
     targets = {name: _target(name, values[name]) for name in TARGETS}
+    for name, (a, b) in pairs.items():  # the two figures of each ratio, from this run
+        targets[name]["ours"] = {".".join(a): fig_of(a)}
+        targets[name]["baseline"] = {".".join(b): fig_of(b)}
     ratio: dict[str, Any] = {
         **{k: v for k, v in values.items() if k != "sequential_p50_vs_dbos_moonshot"},
         "sequential_p50_vs_dbos_in_process": _over(
@@ -410,7 +416,13 @@ def run(
         ),
         "targets": targets,
         "headline": {
-            k: {"value": t["ratio"], "target": t["target"], "met": t["met"]}
+            k: {
+                "value": t["ratio"],
+                "target": t["target"],
+                "met": t["met"],
+                "ours": t["ours"],
+                "baseline": t["baseline"],
+            }
             for k, t in targets.items()
         },
     }
