@@ -1,4 +1,4 @@
-"""``python -m benchmarks all|claims|renewal|throughput|latency|runtime --quick|--full``.
+"""``python -m benchmarks all|claims|renewal|throughput|latency|runtime|peers --quick|--full``.
 
 Each benchmark runs in its own process (``python -m benchmarks.<name>``),
 creates and migrates the PostgreSQL database ``weft_bench`` itself and
@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmarks import common
 
-BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime")
+BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers")
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

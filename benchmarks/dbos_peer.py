@@ -14,6 +14,13 @@ install dbos``); DBOS is no dependency of weft-django. Two modes:
 ``enqueue`` a ``DBOSClient`` that enqueues ``--runs`` workflows as fast as it
             can (the analog of ``client.start`` from a web process), then
             exits; the caller waits for completion in the database.
+``sequential`` a ``DBOSClient`` that enqueues ONE workflow, waits for it with
+            its handle's ``get_result(polling_interval_sec=--result-poll)``,
+            and repeats ``--runs`` times (the analog of ``client.start`` then
+            ``handle.result()``); prints one JSON line with every latency.
+            ``worker --sequential N`` is the in-process variant: the executor
+            itself calls ``DBOS.start_workflow`` then ``get_result`` N times
+            (no queue, no second process) and exits.
 
 Write commits are counted like ``benchmarks/commits_per_workflow.py`` does
 for weft: SQLAlchemy events on DBOS's own system-database engine see every
@@ -135,6 +142,8 @@ def worker(args: argparse.Namespace) -> int:
     }
     DBOS(config=config)
     DBOS.launch()
+    if args.sequential:
+        return _in_process(args, three_steps)
     counter = CommitCounter()
     DBOS.register_queue(
         QUEUE,
@@ -162,6 +171,43 @@ def worker(args: argparse.Namespace) -> int:
         flush=True,
     )
     os._exit(0)  # DBOS.destroy() may wait on its background threads; we are done
+
+
+def _in_process(args: argparse.Namespace, three_steps: Any) -> int:
+    """``worker --sequential N``: start → result N times inside the executor."""
+    from dbos import DBOS
+
+    latencies: list[float] = []
+    started = time.perf_counter()
+    for i in range(args.sequential):
+        t0 = time.perf_counter()
+        handle = DBOS.start_workflow(three_steps, {"id": f"{args.executor}-{i}"})
+        handle.get_result(polling_interval_sec=args.result_poll)
+        latencies.append((time.perf_counter() - t0) * 1000)
+    elapsed = time.perf_counter() - started
+    print(json.dumps({"runs": args.sequential, "elapsed_s": elapsed, "latency_ms": latencies}))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def sequential(args: argparse.Namespace) -> int:
+    """Enqueue one, wait for its result, repeat (see the module docstring)."""
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=args.url, application_name="weft-bench")
+    options = {"queue_name": QUEUE, "workflow_name": "three_steps", "app_version": "bench"}
+    print("sequential", flush=True)
+    latencies: list[float] = []
+    started = time.perf_counter()
+    for i in range(args.runs):
+        t0 = time.perf_counter()
+        handle = client.enqueue(options, {"id": f"{args.prefix}-{i}"})  # type: ignore[arg-type]
+        handle.get_result(polling_interval_sec=args.result_poll)
+        latencies.append((time.perf_counter() - t0) * 1000)
+    elapsed = time.perf_counter() - started
+    client.destroy()
+    print(json.dumps({"runs": args.runs, "elapsed_s": elapsed, "latency_ms": latencies}))
+    return 0
 
 
 def _engine() -> Any:
@@ -203,13 +249,21 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--worker-concurrency", type=int, default=0, help="0: unbounded")
     w.add_argument("--pool-size", type=int, default=10, help="sys_db_pool_size")
     w.add_argument("--side-connections", type=int, default=4)
+    w.add_argument("--sequential", type=int, default=0, help="in-process start → result N times")
+    w.add_argument("--result-poll", type=float, default=0.01, help="get_result polling, s")
     e = sub.add_parser("enqueue")
     e.add_argument("--url", required=True)
     e.add_argument("--runs", type=int, required=True)
     e.add_argument("--prefix", default="dbos")
     e.add_argument("--threads", type=int, default=1)
+    q = sub.add_parser("sequential")
+    q.add_argument("--url", required=True)
+    q.add_argument("--runs", type=int, required=True)
+    q.add_argument("--prefix", default="dbos-seq")
+    q.add_argument("--result-poll", type=float, default=0.01, help="get_result polling, s")
     args = parser.parse_args(argv)
-    return worker(args) if args.mode == "worker" else enqueue(args)
+    modes = {"worker": worker, "enqueue": enqueue, "sequential": sequential}
+    return modes[args.mode](args)
 
 
 if __name__ == "__main__":

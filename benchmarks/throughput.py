@@ -62,7 +62,7 @@ PRODUCER_THREADS = 2
 PGBENCH_ROWS = 10_000
 LIMIT_TARGET = 0.25
 PEER_TARGET = 2.0
-DBOS_DB = "dbos_bench"
+DBOS_DB = os.environ.get("WEFT_BENCH_DBOS_DB", "dbos_bench")  # the DBOS system database
 DBOS_POLL_S = 0.2  # = our POLL_INTERVAL
 DBOS_PEER = common.REPO_ROOT / "benchmarks" / "dbos_peer.py"
 
@@ -318,7 +318,7 @@ def prepare_dbos() -> None:
         worker.stop()
 
 
-def _dbos_worker(name: str, concurrency: int) -> ChildGroup:
+def _dbos_worker(name: str, concurrency: int, poll: float = DBOS_POLL_S) -> ChildGroup:
     argv = [
         str(dbos_python()),
         str(DBOS_PEER),
@@ -328,7 +328,7 @@ def _dbos_worker(name: str, concurrency: int) -> ChildGroup:
         "--executor",
         name,
         "--poll",
-        str(DBOS_POLL_S),
+        str(poll),
         "--worker-concurrency",
         str(concurrency),
     ]
@@ -345,13 +345,13 @@ def _wait_ready(workers: list[ChildGroup]) -> None:
     )
 
 
-def run_dbos(n: int, runs: int, concurrency: int) -> dict[str, Any]:
+def run_dbos(n: int, runs: int, concurrency: int, poll: float = DBOS_POLL_S) -> dict[str, Any]:
     with common.pg_connect(dbname=DBOS_DB) as conn:
         conn.execute("TRUNCATE dbos.workflow_status CASCADE")
         conn.execute("TRUNCATE bench_side_effect")
     stats_conn = common.pg_connect(dbname=DBOS_DB)
     tag = f"dbos{n}-{uuid.uuid4().hex[:6]}"
-    workers = [_dbos_worker(f"{tag}-{i}", concurrency) for i in range(n)]
+    workers = [_dbos_worker(f"{tag}-{i}", concurrency, poll) for i in range(n)]
     counters: list[dict[str, Any] | None] = []
     try:
         _wait_ready(workers)

@@ -1,5 +1,6 @@
-"""Smoke tests of the benchmark scripts: one tiny Celery throughput case, and the
-runtime benchmark at toy sizes.
+"""Smoke tests of the benchmark scripts: one tiny Celery throughput case, the
+runtime benchmark at toy sizes, and the peers benchmark at toy size (its DBOS
+legs only when ``benchmarks/.venv-dbos`` exists).
 
 Why: ``python -m benchmarks`` is never part of the suite (minutes long and
 noisy), so without this the scripts rot unnoticed. One configuration
@@ -23,14 +24,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytestmark = [pytest.mark.processes]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SMOKE_DB = "weft_bench_smoke"
-SMOKE_BROKER = "redis://127.0.0.1:6379/11"
+#: ``WEFT_BENCH_SMOKE_DB`` / ``WEFT_BENCH_SMOKE_BROKER`` move them (parallel checkouts).
+SMOKE_DB = os.environ.get("WEFT_BENCH_SMOKE_DB", "weft_bench_smoke")
+SMOKE_BROKER = os.environ.get("WEFT_BENCH_SMOKE_BROKER", "redis://127.0.0.1:6379/11")
 
 
 def test_celery_throughput_smoke(tmp_path: Path) -> None:
@@ -119,3 +122,67 @@ def test_runtime_smoke(tmp_path: Path) -> None:
     assert memory["cache_off"]["rss_mib_parked"] > 0
     assert set(doc["machine"]) >= {"nproc", "load_average_start", "load_average_end"}
     assert doc["png"] and Path(doc["png"][0]).exists()
+
+
+@pytest.fixture(scope="module")
+def peers_doc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One toy ``benchmarks.peers`` run (3 sequential, 4 burst, 1 repeat, 1 and 2
+    engines), shared by the weft/Celery test and the DBOS one."""
+    from benchmarks.common import with_database
+
+    url = os.environ.get("DATABASE_URL", "")
+    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
+    out = tmp_path_factory.mktemp("peers")
+    env = dict(os.environ)
+    env.update(
+        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
+        WEFT_BENCH_DBOS_DB=f"{SMOKE_DB}_dbos",
+        WEFT_BENCH_BROKER=SMOKE_BROKER,
+        WEFT_BENCH_OUT=str(out),
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    argv = [sys.executable, "-m", "benchmarks.peers", "--quick", "--no-publish"]
+    argv += ["--runs-sequential", "3", "--runs-burst", "4", "--repeats", "1", "--counts", "1,2"]
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    logs = "\n".join(
+        f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+        for p in sorted((out / "logs").glob("*.log"))
+    )
+    assert done.returncode == 0, f"{done.stderr[-5000:]}\n{logs}"
+    doc: dict[str, Any] = json.loads((out / "peers.json").read_text())
+    assert doc == json.loads(done.stdout)  # the one document, printed and kept
+    return doc
+
+
+def test_peers_weft_and_celery_smoke(peers_doc: dict[str, Any]) -> None:
+    """The weft and Celery chain legs always run, whatever DBOS does."""
+    seq, burst = peers_doc["figures"]["sequential"], peers_doc["figures"]["burst"]
+    for leg in ("weft", "celery_chain"):
+        assert seq[leg]["repeats"][0]["runs"] == 3
+        assert seq[leg]["repeats"][0]["latency_ms"]["n"] == 3
+        assert seq[leg]["p50_ms"] > 0
+    assert set(burst) >= {"weft_1_engines", "weft_2_engines", "celery_chain"}
+    assert all(burst[k]["repeats"][0]["runs"] == 4 for k in burst)
+    targets = peers_doc["ratio"]["targets"]
+    assert set(targets) >= {"sequential_p50_vs_dbos", "burst_1_vs_dbos", "burst_1_vs_celery"}
+    assert targets["burst_1_vs_celery"]["ratio"] > 0
+    assert targets["burst_2_vs_1"]["met"] in (True, False)
+    assert targets["burst_4_vs_2"]["ratio"] is None  # 4 engines were not asked for
+    assert set(peers_doc["machine"]) >= {"nproc", "load_average_start", "load_average_end"}
+    assert peers_doc["png"] and Path(peers_doc["png"][0]).exists()
+
+
+def test_peers_dbos_smoke(peers_doc: dict[str, Any]) -> None:
+    """The DBOS legs ran, or the document says exactly why they did not."""
+    from benchmarks.common import DBOS_VENV
+
+    figures, targets = peers_doc["figures"], peers_doc["ratio"]["targets"]
+    if not (DBOS_VENV / "bin" / "python").exists():
+        assert "does not exist" in figures["dbos_skipped"]
+        assert targets["sequential_p50_vs_dbos"]["met"] is None
+        pytest.skip(f"DBOS legs skipped (reported in the document): {DBOS_VENV} does not exist")
+    assert "dbos_skipped" not in figures, figures.get("dbos_skipped")
+    for leg in ("dbos", "dbos_in_process"):
+        assert figures["sequential"][leg]["repeats"][0]["latency_ms"]["n"] == 3
+    assert figures["burst"]["dbos"]["workflows_per_s"] > 0
+    assert targets["sequential_p50_vs_dbos"]["ratio"] > 0
