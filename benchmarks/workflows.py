@@ -14,7 +14,9 @@
   again: CPU per step against history), ``bench-fanout`` (``ctx.all`` of N
   sleeping activities, or one alone when N is 1: concurrency inside a
   workflow) and ``bench-parked`` (one activity, then a wait that never ends:
-  an engine's memory per parked workflow). Their activities do nothing but
+  an engine's memory per parked workflow). ``bench-one`` (one trivial
+  activity, then done) is the memory benchmark's short workflow
+  (``benchmarks/memory.py``). Their activities do nothing but
   return (or sleep), so what is measured is the runtime.
 - A ``worker_ready`` handler that prints ``READY_MARK``: the benchmarks run
   Celery nodes at log level WARNING (per-task INFO lines would cost
@@ -76,6 +78,12 @@ def bench_fanout(ctx: Any, data: dict[str, Any]) -> Any:
         return [(yield ctx.run(bench_sleep, 0, seconds))]
     results = yield ctx.all(*[ctx.run(bench_sleep, i, seconds) for i in range(width)])
     return list(results)
+
+
+@workflow(name="bench-one")
+def bench_one(ctx: Any, data: dict[str, Any]) -> Any:
+    """One trivial activity, then done: the memory benchmark's short workflow."""
+    return (yield ctx.run(bench_trivial, int(data.get("i", 0))))
 
 
 @workflow(name="bench-parked")

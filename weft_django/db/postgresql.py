@@ -19,6 +19,8 @@ newer row version is re-checked against it (EvalPlanQual), so a lost race
 updates nothing, inserts no event, and reads as the condition failing --
 the contract of ``conditional_batch``. A condition met by a missing row
 (epoch 0, no holder) is an ``INSERT … ON CONFLICT DO UPDATE … WHERE``.
+It and the claim read run through ``prepared`` (a server-binding cursor,
+prepared when the connection's ``prepare_threshold`` says so).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, ClassVar
 from django.core import checks
 from django.db import connections, models
 
+from weft_django.db import prepared
 from weft_django.db.base import ClaimRow, HolderRow, LockedClaim, LockedRun, StoreOps, table
 from weft_django.models import EngineRecord, WorkflowClaim, WorkflowRun
 
@@ -65,8 +68,19 @@ class PostgreSQLOps(StoreOps):
         # Built once per shape: the claim statement is the protocol's hottest one.
         self._statements: dict[tuple[type[models.Model], bool, tuple[bool, ...] | None], str] = {}
         self._fields: dict[type[models.Model], tuple[tuple[str, str], ...]] = {}
+        self._read_sql: dict[str, str] = {}
 
     # -- the claim statement -------------------------------------------------
+    def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:
+        sql = self._read_sql.get(using)
+        if sql is None:
+            sql = self._read_sql[using] = (
+                "SELECT epoch, engine_id, expires_at, claimed_at FROM "
+                f"{table(WorkflowClaim, using)} WHERE workflow_id = %s"
+            )
+        row = prepared.fetchone(using, sql, [workflow_id])
+        return None if row is None else (row[0], row[1], row[2], row[3])
+
     def claim_statement(
         self,
         using: str,
@@ -90,9 +104,7 @@ class PostgreSQLOps(StoreOps):
         fields = self._event_fields(model)
         event_params = [getattr(event, name) for name, _ in fields]
         sql = self._statement(using, model, upsert, null_pattern)
-        with connections[using].cursor() as cursor:
-            cursor.execute(sql, [*claim_params, *event_params])
-            row = cursor.fetchone()
+        row = prepared.fetchone(using, sql, [*claim_params, *event_params])
         if row is None:
             return False
         event.pk = row[0]
