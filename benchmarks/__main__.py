@@ -1,4 +1,4 @@
-"""``python -m benchmarks all|claims|renewal|throughput|latency|runtime|peers|memory --quick|--full``.
+"""``python -m benchmarks all|<name> --quick|--full`` (names: ``BENCHMARKS``, ``EXTRA``).
 
 Each benchmark runs in its own process (``python -m benchmarks.<name>``),
 creates and migrates the PostgreSQL database ``weft_bench`` itself and
