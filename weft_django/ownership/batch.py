@@ -5,7 +5,9 @@ apply nothing and say which condition failed.* Every ownership write and
 every fenced workflow write goes through ``conditional_batch``.
 
 How, in Django: one ``transaction.atomic()`` (a savepoint when the caller is
-already in a transaction, so ``client`` writes join the caller's outbox);
+already in a transaction, so ``client`` writes join the caller's outbox --
+none when the caller says its transaction is the batch's own and no write
+can fail as a condition);
 ``select_for_update()`` on every condition row in ONE global order — model
 rank, then primary key — so two batches that touch the same two workflows
 (a child's start, a child's completion waking its parent) can never
