@@ -54,6 +54,7 @@ from benchmarks import children, common, stats, throughput
 from devtools.procs import wait_for
 
 COUNTS = (1, 2, 4)
+SCENARIOS = ("sequential", "burst")
 PRODUCER_THREADS = throughput.PRODUCER_THREADS
 WARMUP = 3  # untimed start → result runs per sequential leg (connections, caches, first pass)
 DBOS_CONCURRENCY = 8  # the "queue of 8"
@@ -312,6 +313,7 @@ def run(
     counts: tuple[int, ...] = COUNTS,
     peer: bool = True,
     dbos_poll: float = DBOS_POLL_S,
+    scenarios: tuple[str, ...] = SCENARIOS,
 ) -> dict[str, Any]:
     machine = common.Machine()
     url = common.bench_url()
@@ -346,11 +348,12 @@ def run(
 
     stats_conn = common.pg_connect()
     for _ in range(repeats):
-        measure("sequential.weft", lambda: weft_sequential(runs_seq))
-        dbos_leg("sequential.dbos", lambda: dbos_sequential(runs_seq, dbos_poll))
-        dbos_leg("sequential.dbos_in_process", lambda: dbos_in_process(runs_seq, dbos_poll))
-        measure("sequential.celery_chain", lambda: celery_sequential(runs_seq))
-        for n in counts:
+        if "sequential" in scenarios:
+            measure("sequential.weft", lambda: weft_sequential(runs_seq))
+            dbos_leg("sequential.dbos", lambda: dbos_sequential(runs_seq, dbos_poll))
+            dbos_leg("sequential.dbos_in_process", lambda: dbos_in_process(runs_seq, dbos_poll))
+            measure("sequential.celery_chain", lambda: celery_sequential(runs_seq))
+        for n in counts if "burst" in scenarios else ():
             measure(
                 f"burst.weft_{n}_engines", functools.partial(weft_burst, n, runs_burst, stats_conn)
             )
@@ -550,7 +553,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--counts", default=",".join(map(str, COUNTS)), help="weft engine counts")
     parser.add_argument("--no-peer", action="store_true", help="skip DBOS (reported as skipped)")
     parser.add_argument("--dbos-poll", type=float, default=DBOS_POLL_S, help="seconds")
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help="comma-separated subset of: " + ", ".join(SCENARIOS),
+    )
     args = parser.parse_args(argv)
+    scenarios = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
+    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    if unknown or not scenarios:
+        parser.error(f"--scenarios {args.scenarios!r}: choose from {', '.join(SCENARIOS)}")
     common.emit(
         run(
             quick=not args.full,
@@ -561,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
             counts=tuple(int(c) for c in args.counts.split(",")),
             peer=not args.no_peer,
             dbos_poll=args.dbos_poll,
+            scenarios=scenarios,
         )
     )
     return 0

@@ -15,6 +15,8 @@ import threading
 
 import pytest
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from tests.support import ManualClock
 from weft_django.engine import Engine
@@ -125,3 +127,72 @@ def test_a_batch_takes_no_more_than_its_limit(clock: ManualClock) -> None:
         assert [r.workflow_id for r in got.picked] == ["lim-0", "lim-1"]
     finally:
         engine.dispose(grace=0)
+
+
+def test_a_picked_run_is_handed_on_as_stored_and_fresh_only_if_never_started(
+    clock: ManualClock,
+) -> None:
+    """``engine.handoff``: the first turn starts from the pickup's snapshot, so
+    it must equal the stored row; ``fresh`` (no journal, no timers read) only
+    for a run no pickup ever started."""
+    engine = Engine("engine-a", clock=clock).boot()
+    try:
+        new = _pending(1, "ho-new")[0]
+        again = _pending(1, "ho-again")[0]
+        WorkflowRun.objects.filter(pk=again.pk).update(started_at=timezone.now())
+        got = pick_up_batch(engine, 10)
+        handoffs = {h.run.workflow_id: h for h in got.handoffs()}
+        assert {wid: h.fresh for wid, h in handoffs.items()} == {
+            new.workflow_id: True,
+            again.workflow_id: False,
+        }
+        for handoff in handoffs.values():
+            stored = WorkflowRun.objects.get(pk=handoff.run.pk)
+            fields = ("status", "version", "wake_seq", "turn_started_at", "turn_pid")
+            assert [getattr(handoff.run, f) for f in fields] == [getattr(stored, f) for f in fields]
+            assert handoff.run.started_at == stored.started_at
+    finally:
+        engine.dispose()
+
+
+def test_a_fresh_handoff_drives_the_run_to_its_end_without_reading_it(
+    clock: ManualClock,
+) -> None:
+    engine = Engine("engine-a", clock=clock).boot()
+    try:
+        run = _pending(1, "ho-drive")[0]
+        WorkflowRun.objects.filter(pk=run.pk).update(input={"id": "x"})
+        run.refresh_from_db()
+        got = pick_up_batch(engine, 10)
+        (handoff,) = got.handoffs()
+        assert handoff.fresh
+        with CaptureQueriesContext(connection) as queries:
+            engine.scheduler.dispatch_handoff(handoff)
+            engine.scheduler.drain()
+        run.refresh_from_db()
+        assert run.status == "completed"
+        assert run.result == ["reserved:x", {"order": "x", "charged": 1}, "shipped:x"]
+        reads = [
+            q["sql"]
+            for q in queries.captured_queries
+            if q["sql"].startswith("SELECT")
+            and ('FROM "weft_journalentry"' in q["sql"] or 'FROM "weft_timer"' in q["sql"])
+        ]
+        assert reads == []
+    finally:
+        engine.dispose()
+
+
+def test_a_handoff_for_a_run_in_flight_is_dropped(clock: ManualClock) -> None:
+    """Only the dispatch that puts the run in flight carries a snapshot: a
+    second one (whose snapshot may be older than that turn's commits) is not
+    queued at all."""
+    engine = Engine("engine-a", clock=clock).boot()
+    try:
+        _pending(1, "ho-twice")
+        (handoff,) = pick_up_batch(engine, 10).handoffs()
+        engine.dispatch(handoff.run.pk, None)
+        engine.scheduler.dispatch_handoff(handoff)
+        assert engine.scheduler.drain() == 1
+    finally:
+        engine.dispose()

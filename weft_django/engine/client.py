@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from django.db import transaction
-
 from weft_django.clock import now_ms
 from weft_django.conf import get_settings
 from weft_django.durations import to_ms
@@ -169,37 +167,41 @@ def start(
         deadline += max(0, begin_at - now_ms())
 
     db = get_settings().database
-    with transaction.atomic(using=db):
+    # No transaction of its own (the caller's, when there is one): the one
+    # write is the batch's, and what keeps a concurrent start out is the
+    # unique constraint its Insert fails on (one live run per workflow id, one
+    # run per idempotency key), not a transaction around these reads -- under
+    # READ COMMITTED one would not have kept it out either. Outside a
+    # transaction the batch's own is just BEGIN, INSERT, COMMIT.
+    if idempotency_key is not None:
+        existing = WorkflowRun.objects.using(db).filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _existing_for_key(existing, idempotency_key, name)
+    previous = WorkflowRun.objects.using(db).latest_for(workflow_id)
+    if previous is not None:
+        if previous.status not in TERMINAL_STATUSES:
+            raise WorkflowAlreadyRunning(workflow_id, str(previous.pk))
+        if on_conflict != "start-new":
+            raise InvalidTransitionError(workflow_id, previous.status, "start")
+    run = WorkflowRun(
+        workflow_id=workflow_id,
+        name=name,
+        status="pending",
+        input=stored_input,
+        idempotency_key=idempotency_key,
+        start_at=begin_at,
+        deadline_at=deadline,
+    )
+    live = UniqueAbsence("one live run per workflow id")
+    result = conditional_batch([live], [Insert(run, live)], using=db)
+    if not result.committed:
         if idempotency_key is not None:
             existing = WorkflowRun.objects.using(db).filter(idempotency_key=idempotency_key).first()
             if existing is not None:
                 return _existing_for_key(existing, idempotency_key, name)
-        previous = WorkflowRun.objects.using(db).latest_for(workflow_id)
-        if previous is not None:
-            if previous.status not in TERMINAL_STATUSES:
-                raise WorkflowAlreadyRunning(workflow_id, str(previous.pk))
-            if on_conflict != "start-new":
-                raise InvalidTransitionError(workflow_id, previous.status, "start")
-        run = WorkflowRun(
-            workflow_id=workflow_id,
-            name=name,
-            status="pending",
-            input=stored_input,
-            idempotency_key=idempotency_key,
-            start_at=begin_at,
-            deadline_at=deadline,
-        )
-        live = UniqueAbsence("one live run per workflow id")
-        result = conditional_batch([live], [Insert(run, live)], using=db)
-        if not result.committed:
-            if idempotency_key is not None:
-                existing = (
-                    WorkflowRun.objects.using(db).filter(idempotency_key=idempotency_key).first()
-                )
-                if existing is not None:
-                    return _existing_for_key(existing, idempotency_key, name)
-            raise WorkflowAlreadyRunning(workflow_id)
-        announce(Wake("start", str(run.pk), db, workflow_id, begin_at))
+        raise WorkflowAlreadyRunning(workflow_id)
+    # On the caller's commit, or now (the batch committed its own transaction).
+    announce(Wake("start", str(run.pk), db, workflow_id, begin_at))
     return WorkflowHandle(workflow_id, str(run.pk))
 
 

@@ -30,6 +30,7 @@ from weft_django.conf import OwnershipMode, WeftSettings, get_settings
 from weft_django.engine import records
 from weft_django.engine.db_connections import mark_engine_thread
 from weft_django.engine.executor import ActivityExecutor, ActivityOutcome
+from weft_django.engine.handoff import Handoff
 from weft_django.engine.heartbeats import close_heartbeat_thread
 from weft_django.engine.local_scheduler import LocalScheduler
 from weft_django.engine.loops import SideTasks
@@ -276,6 +277,10 @@ class Engine:
         """Drive ``run_id`` soon (the scheduler decides where)."""
         self.scheduler.dispatch_turn(str(run_id), wake_kind, transport)
 
+    def dispatch_handoff(self, handoff: Handoff) -> None:
+        """Drive the run this engine's pickup just committed, from ``handoff``."""
+        self.scheduler.dispatch_handoff(handoff)
+
     def dispatch_pickup(self, run: WorkflowRun) -> bool:
         """Pick up a pending run (claim acquire + pending→running), then drive it.
 
@@ -312,10 +317,18 @@ class Engine:
         *,
         expected_epoch: int | None = None,
         transport: WakeTransport = "local",
+        handoff: Handoff | None = None,
     ) -> str | None:
-        """One turn of ``run_id`` behind the wake guard; returns the status left."""
+        """One turn of ``run_id`` behind the wake guard; returns the status left.
+
+        ``handoff``: the run as this engine's pickup just committed it
+        (``engine.handoff``): the turn starts from it instead of reading it."""
         db = self.settings.database
-        run = WorkflowRun.objects.using(db).filter(pk=run_id).first()
+        if handoff is not None and str(handoff.run.pk) == str(run_id):
+            run: WorkflowRun | None = handoff.run
+        else:
+            handoff = None
+            run = WorkflowRun.objects.using(db).filter(pk=run_id).first()
         if run is None or run.status not in DRIVABLE_STATUSES:
             return None
         if self.halted:
@@ -333,7 +346,7 @@ class Engine:
         elif self.registry is not None and self.registry.current_epoch(run.workflow_id) is None:
             return None
         try:
-            return Turn(self, run).drive()
+            return Turn(self, run, fresh=handoff is not None and handoff.fresh).drive()
         except EngineDeposedError:
             logger.warning("engine %s was deposed from %s", self.engine_id, run.workflow_id)
             return None

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from django.db.models import QuerySet
 
     from weft_django.engine.executor import ActivityExecutor
+    from weft_django.engine.handoff import Handoff
     from weft_django.engine.workflow_cache import WorkflowCache
     from weft_django.models import WorkflowRun
     from weft_django.vocab import WakeKind, WakeTransport
@@ -78,6 +79,10 @@ class TurnHost(OwnershipHost, Protocol):
         self, run_id: Any, wake_kind: WakeKind | None, transport: WakeTransport = "local"
     ) -> None: ...
 
+    def dispatch_handoff(self, handoff: Handoff) -> None:
+        """Drive the run this engine's pickup just committed (``engine.handoff``)."""
+        ...
+
     def dispatch_pickup(self, run: Any) -> bool: ...
 
     def wake_pickup(self) -> None:
@@ -112,6 +117,7 @@ class TurnHost(OwnershipHost, Protocol):
         *,
         expected_epoch: int | None = None,
         transport: WakeTransport = "local",
+        handoff: Handoff | None = None,
     ) -> str | None: ...
 
 

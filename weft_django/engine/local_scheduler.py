@@ -20,6 +20,7 @@ from typing import Any
 from django.db import connections
 
 from weft_django.engine.db_connections import mark_engine_thread, refresh_connections
+from weft_django.engine.handoff import Handoff
 from weft_django.engine.host import TurnHost
 from weft_django.engine.scheduler import TurnScheduler
 from weft_django.engine.turn_failures import record_turn_failure
@@ -27,7 +28,7 @@ from weft_django.vocab import WakeKind, WakeTransport
 
 logger = logging.getLogger("weft_django.engine")
 
-_Queued = tuple[str, WakeKind | None, WakeTransport]
+_Queued = tuple[str, WakeKind | None, WakeTransport, Handoff | None]
 
 
 class LocalScheduler(TurnScheduler):
@@ -96,9 +97,16 @@ class LocalScheduler(TurnScheduler):
 
     # -- dispatching -----------------------------------------------------------------
     def dispatch_turn(
-        self, run_id: str, wake_kind: WakeKind | None, transport: WakeTransport = "local"
+        self,
+        run_id: str,
+        wake_kind: WakeKind | None,
+        transport: WakeTransport = "local",
+        handoff: Handoff | None = None,
     ) -> None:
-        """On the pool when running, else queued for the next ``drain()``."""
+        """On the pool when running, else queued for the next ``drain()``.
+
+        A run already in flight keeps its turn, and a ``handoff`` for it is
+        dropped: only the dispatch that puts the run in flight carries one."""
         with self._lock:
             if run_id in self._inflight or self.engine.stopping:
                 attention = self.engine.turn_attention.get(run_id)
@@ -107,9 +115,13 @@ class LocalScheduler(TurnScheduler):
                 return
             self._inflight.add(run_id)
             if self._pool is None:
-                self._queue.append((run_id, wake_kind, transport))
+                self._queue.append((run_id, wake_kind, transport, handoff))
                 return
-        self._pool.submit(self._drive_and_clear, run_id, wake_kind, transport)
+        self._pool.submit(self._drive_and_clear, run_id, wake_kind, transport, handoff)
+
+    def dispatch_handoff(self, handoff: Handoff) -> None:
+        """The turn runs here, in this process: it starts from the snapshot."""
+        self.dispatch_turn(str(handoff.run.pk), None, "local", handoff)
 
     def claim_then_drive(
         self,
@@ -141,8 +153,8 @@ class LocalScheduler(TurnScheduler):
             with self._lock:
                 if not self._queue:
                     return driven
-                run_id, kind, transport = self._queue.pop(0)
-            self._drive_and_clear(run_id, kind, transport)
+                run_id, kind, transport, handoff = self._queue.pop(0)
+            self._drive_and_clear(run_id, kind, transport, handoff)
             driven += 1
 
     def adopt_inflight(self, run_id: Any) -> None:
@@ -178,12 +190,16 @@ class LocalScheduler(TurnScheduler):
             self.dispatch_turn(run_id, wake_kind)
 
     def _drive_and_clear(
-        self, run_id: str, wake_kind: WakeKind | None, transport: WakeTransport
+        self,
+        run_id: str,
+        wake_kind: WakeKind | None,
+        transport: WakeTransport,
+        handoff: Handoff | None = None,
     ) -> None:
         self._adopted.keys = []
         try:
             refresh_connections()
-            self.engine.drive(run_id, wake_kind, transport=transport)
+            self.engine.drive(run_id, wake_kind, transport=transport, handoff=handoff)
         except Exception as exc:
             connections[self.engine.settings.database].close_if_unusable_or_obsolete()
             # Counted, backed off, suspended at the bound (logs the traceback).

@@ -253,8 +253,8 @@ class Maintenance:
         # A full batch may have left pending runs behind: the scheduler asks
         # for the next pickup as soon as it has room again.
         scheduler.pickup_backlog(got.seen >= limit)
-        for run in got.picked:
-            engine.dispatch(run.pk, None)
+        for handoff in got.handoffs():
+            engine.dispatch_handoff(handoff)
         return len(got.picked) + sum(1 for run in got.single if engine.dispatch_pickup(run))
 
     def pick_up(self, run: WorkflowRun) -> bool:

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from weft_django import db as store
 from weft_django.engine import signals as weft_signals
+from weft_django.engine.handoff import Handoff, as_committed
 from weft_django.engine.host import TurnHost
 from weft_django.models import WorkflowRun
 from weft_django.ownership.batch import RunCondition, Update, is_retryable
@@ -83,12 +84,19 @@ def announce_started(run: WorkflowRun) -> None:
 class BatchPickup:
     """What one batch pickup did."""
 
-    #: Committed pending → running with the claim held: drive them.
+    #: Committed pending → running with the claim held: drive them (each as
+    #: the pickup committed it, for its first turn: ``handoffs``).
     picked: list[WorkflowRun] = field(default_factory=list)
+    #: The ids of the picked runs that had never been picked up before.
+    fresh: set[str] = field(default_factory=set)
     #: Not folded (a claim still held): for the one-at-a-time ``pick_up``.
     single: list[WorkflowRun] = field(default_factory=list)
     #: Locked pending runs this pass looked at (picked, single or skipped).
     seen: int = 0
+
+    def handoffs(self) -> list[Handoff]:
+        """Each picked run for its first turn (``engine.handoff``)."""
+        return [Handoff(run, fresh=str(run.pk) in self.fresh) for run in self.picked]
 
 
 def batch_applies(engine: TurnHost) -> bool:
@@ -121,6 +129,7 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
             writes: list[Write] = []
             folds = []
             batch: list[WorkflowRun] = []
+            committed_values: list[dict[str, Any]] = []
             for run in runs:
                 row = rows.get(run.workflow_id)
                 if row is None:  # another transaction holds the claim row: a later pass
@@ -133,17 +142,25 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
                 run_conditions, run_writes = pickup_parts(engine, run)
                 conditions += run_conditions
                 writes += run_writes
+                committed_values += [w.values for w in run_writes if isinstance(w, Update)]
                 folds.append(registry.prepare_acquire(run.workflow_id, snapshot))
                 batch.append(run)
             if batch:
-                result = commit_with_claim_fold(engine, folds, conditions, writes)
+                # This transaction is the batch's own: if the batch raises, it
+                # rolls back as a whole, so no savepoint is set around the batch.
+                result = commit_with_claim_fold(engine, folds, conditions, writes, savepoint=False)
                 if result.committed:
                     folded = [r.workflow_id for r in batch]
-                    out.picked = batch
+                    for run, values in zip(batch, committed_values, strict=True):
+                        # Never picked up before (the pickup sets ``started_at``
+                        # only then): no journal, no timers.
+                        if "started_at" in values:
+                            out.fresh.add(str(run.pk))
+                        out.picked.append(as_committed(run, values))
                 else:  # not expected under these locks; each run then on its own
                     out.single += batch
     except BaseException as exc:
-        # The savepoint was tracked, but the transaction around it did not commit.
+        # The batch's claims were tracked, but the transaction around it did not commit.
         for workflow_id in folded:
             registry.forget(workflow_id)
         if isinstance(exc, DatabaseError) and is_retryable(exc):

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from django.db.models import QuerySet
 
     from weft_django.conf import WeftSettings
+    from weft_django.engine.handoff import Handoff
     from weft_django.engine.host import TurnHost
     from weft_django.models import WorkflowRun
     from weft_django.ownership.registry import RenewScope
@@ -59,6 +60,12 @@ class TurnScheduler:
     ) -> None:
         """Run one turn of ``run_id`` soon (behind the wake guard for ``wake_kind``)."""
         raise NotImplementedError
+
+    def dispatch_handoff(self, handoff: Handoff) -> None:
+        """The first turn of a run this engine's pickup just committed
+        (``engine.handoff``). A scheduler that drives it in this process may
+        hand the snapshot to the turn; by default the turn reads the run."""
+        self.dispatch_turn(str(handoff.run.pk), None)
 
     def claim_then_drive(
         self,

@@ -5,7 +5,9 @@ apply nothing and say which condition failed.* Every ownership write and
 every fenced workflow write goes through ``conditional_batch``.
 
 How, in Django: one ``transaction.atomic()`` (a savepoint when the caller is
-already in a transaction, so ``client`` writes join the caller's outbox);
+already in a transaction, so ``client`` writes join the caller's outbox --
+none when the caller says its transaction is the batch's own and no write
+can fail as a condition);
 ``select_for_update()`` on every condition row in ONE global order — model
 rank, then primary key — so two batches that touch the same two workflows
 (a child's start, a child's completion waking its parent) can never
@@ -70,13 +72,23 @@ def conditional_batch(
     writes: Iterable[Write],
     *,
     using: str | None = None,
+    savepoint: bool = True,
 ) -> BatchResult:
-    """Check ``conditions`` and apply ``writes`` atomically, or apply nothing."""
+    """Check ``conditions`` and apply ``writes`` atomically, or apply nothing.
+
+    ``savepoint=False``: the caller's transaction is this batch's own -- it
+    rolls back as a whole when the batch raises -- so a nested batch sets no
+    savepoint (two statements less). A batch with an ``Insert`` under a
+    ``UniqueAbsence`` keeps it anyway: its ``WriteConflict`` is a failed
+    condition, reported while the caller's transaction goes on, so the
+    writes before it must be undone on their own.
+    """
     db = using or get_settings().database
     conds = list(conditions)
     ops = list(writes)
     vendor = store.ops(db)
     nested = connections[db].in_atomic_block
+    savepoint = savepoint or any(isinstance(op, Insert) and op.absence is not None for op in ops)
     attempt = 0
     while True:
         attempt += 1
@@ -84,7 +96,8 @@ def conditional_batch(
             single = try_claim_statement(vendor, conds, ops, db)
             if single is not None:  # a bare claim transition: one atomic statement
                 return BatchResult(single, None if single else conds[0], attempt)
-            with transaction.atomic(using=db):
+            # A failed condition returns before any write: nothing to undo.
+            with transaction.atomic(using=db, savepoint=savepoint):
                 failed = _lock_and_check(vendor, conds, ops, db)
                 if failed is not None:
                     return BatchResult(False, failed, attempt)

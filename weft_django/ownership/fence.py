@@ -57,9 +57,12 @@ def commit_with_folds(
     conditions: Iterable[Condition],
     writes: Iterable[Write],
     folds: Sequence[AcquirePreparation] = (),
+    *,
+    savepoint: bool = True,
 ) -> BatchResult:
     """ONE batch of the caller's conditions and writes plus every fold's
-    acquire; the registry tracks the folded claims only once it committed.
+    acquire; the registry tracks the folded claims only once it committed
+    (``savepoint``: as ``conditional_batch``'s).
 
     The one implementation under ``fenced_commit(..., folds=)`` and
     ``fold.commit_with_claim_fold``: a fold is never tracked before its
@@ -69,6 +72,7 @@ def commit_with_folds(
         [*conditions, *(c for f in folds for c in f.conditions)],
         [*writes, *(w for f in folds for w in f.writes)],
         using=host.settings.database,
+        savepoint=savepoint,
     )
     if result.committed and host.registry is not None:
         for fold in folds:

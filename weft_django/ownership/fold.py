@@ -57,10 +57,13 @@ def commit_with_claim_fold(
     folds: ClaimFold | Iterable[ClaimFold] | None,
     conditions: Iterable[Condition],
     writes: Iterable[Write],
+    *,
+    savepoint: bool = True,
 ) -> FoldResult:
-    """Commit the caller's batch and every fold's acquire as ONE batch."""
+    """Commit the caller's batch and every fold's acquire as ONE batch
+    (``savepoint``: as ``conditional_batch``'s)."""
     fold_list = [folds] if isinstance(folds, AcquirePreparation) else list(folds or ())
-    result = commit_with_folds(host, conditions, writes, fold_list)
+    result = commit_with_folds(host, conditions, writes, fold_list, savepoint=savepoint)
     if result.committed:
         return FoldResult("committed", batch=result)
     claim_conflict = any(result.failed_condition is c for f in fold_list for c in f.conditions)

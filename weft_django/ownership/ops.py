@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, models
 
 from weft_django.db.single_row import insert_row, update_by_pk
 from weft_django.models import GlobalLease, WorkflowClaim, WorkflowRun
@@ -146,7 +146,12 @@ class PutClaim:
 
 @dataclass(frozen=True)
 class Insert:
-    """Insert a model instance; an ``IntegrityError`` fails ``absence`` (if given)."""
+    """Insert a model instance; an ``IntegrityError`` fails ``absence`` (if given).
+
+    No savepoint of its own: the ``WriteConflict`` leaves the batch's
+    ``atomic`` (its transaction, or its savepoint when nested), which undoes
+    the failed insert together with every write of the batch before it.
+    """
 
     instance: models.Model
     absence: UniqueAbsence | None = None
@@ -157,8 +162,7 @@ class Insert:
                 self.instance.save(using=using, force_insert=True)
             return
         try:
-            with transaction.atomic(using=using):
-                self.instance.save(using=using, force_insert=True)
+            self.instance.save(using=using, force_insert=True)
         except IntegrityError:
             raise WriteConflict(self.absence) from None
 

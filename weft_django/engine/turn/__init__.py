@@ -111,7 +111,8 @@ class Turn(TurnState):
             workflow_id=self.run.workflow_id,
             run_id=str(self.run.pk),
             input=self.run.input,
-            events=load_events(self.run.pk, self.db),
+            # A fresh run (``engine.handoff``) has no journal: nothing to read.
+            events=[] if self.fresh else load_events(self.run.pk, self.db),
             clock_ms=self.host.now_ms,
             replayed_commands=self.host.parked_commands.get(str(self.run.pk), 0),
         )
@@ -165,7 +166,6 @@ class Turn(TurnState):
             return True
         now = self.host.now_ms()
         return any(act(self, leaf, inbox, now) for leaf in open_leaves)
-
 
 
 def _position(leaf: Leaf) -> int:

@@ -64,7 +64,10 @@ class HeldResult:
 class TurnState:
     """One run as a turn holds it, and the checkpoint that writes it."""
 
-    def __init__(self, host: TurnHost, run: WorkflowRun) -> None:
+    def __init__(self, host: TurnHost, run: WorkflowRun, *, fresh: bool = False) -> None:
+        """``fresh``: the run was never picked up before this turn's pickup
+        (``engine.handoff``): it has no journal entries and no timers, so
+        neither is read."""
         self.host = host
         self.run = run
         self.db = host.settings.database
@@ -77,7 +80,8 @@ class TurnState:
         self.held_result: HeldResult | None = None
         # The inbox of the current step (``None``: not read since the last
         # commit that wrote timers).
-        self.inbox: RunInbox | None = None
+        self.inbox: RunInbox | None = RunInbox(run.pk, self.db, timers={}) if fresh else None
+        self.fresh = fresh
         # Activity attempts running on the engine's executor, by position: all
         # open activities of a turn run at once (``turn.activity``).
         self.attempts: dict[int, PendingAttempt] = {}
