@@ -435,9 +435,11 @@ def test_a_turn_crashing_on_a_bug_is_retried_then_suspended_in_an_engine_process
         assert f"turn failed {limit} times" in run.suspended_reason
         claim = WorkflowClaim.objects.get(pk=workflow_id)
         assert claim.engine_id is None  # released
+        # The log line follows the commit that suspended the run: wait for it.
+        suspended_line = f"workflow {workflow_id} (run {run.pk}) suspended"
+        wait_for("the suspension logged", lambda: suspended_line in worker.log(), worker)
         log = worker.log()
         retried = [line for line in log.splitlines() if f"turn of {workflow_id} (run" in line]
         assert len(retried) == limit - 1 and "(1 of 2); retried in" in retried[0], log[-4000:]
-        assert f"workflow {workflow_id} (run {run.pk}) suspended" in log, log[-4000:]
     finally:
         worker.kill()
