@@ -11,10 +11,11 @@ last waited over a second. Where the database has ``SKIP LOCKED``,
 ``take_over_gone`` locks up to ``limit`` claim rows held by a gone engine
 whose workflow has a drivable run, without waiting for a row another
 transaction holds (a second survivor takes it: survivors share the work),
-and commits every ``build_takeover`` as ONE conditional batch. Its
-conditions hold because the rows are locked, and still are checked; a
-holder that renewed (not gone) is not selected, and the CAS would refuse
-it anyway. Expired-by-TTL holders, released claims and SQLite stay with the
+and commits every ``build_takeover`` as ONE conditional batch (its
+``takeover`` events in one ``INSERT``). Its conditions hold because the
+rows are locked, and still are checked; a holder that is not gone is not
+selected, and the exact-holder CAS would refuse a changed one anyway.
+Expired-by-TTL holders, released claims and SQLite stay with the
 one-at-a-time reclaim.
 """
 
@@ -23,13 +24,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, models, transaction
 
 from weft_django import db as store
 from weft_django.engine.host import TurnHost
 from weft_django.models import DRIVABLE_STATUSES
 from weft_django.ownership.batch import conditional_batch, is_retryable
-from weft_django.ownership.ops import Condition, Write
+from weft_django.ownership.ops import BulkInsert, Condition, Insert, Write
 from weft_django.ownership.transitions import ClaimSnapshot, Transition, build_takeover
 
 logger = logging.getLogger("weft_django.engine")
@@ -76,6 +77,7 @@ def take_over_gone(engine: TurnHost, gone: frozenset[str], limit: int) -> BulkTa
             out.seen = len(rows)
             conditions: list[Condition] = []
             writes: list[Write] = []
+            events: list[models.Model] = []
             batch: list[tuple[str, str, Transition]] = []
             for locked in rows:
                 if registry.cooldown.is_active(locked.workflow_id, now):
@@ -86,9 +88,14 @@ def take_over_gone(engine: TurnHost, gone: frozenset[str], limit: int) -> BulkTa
                     snapshot, engine_id=engine.engine_id, now=now, ttl_ms=registry.claim_ttl_ms
                 )
                 conditions += transition.conditions
-                writes += transition.writes
+                for write in transition.writes:
+                    if isinstance(write, Insert):  # its ClaimEvent: one INSERT for all
+                        events.append(write.instance)
+                    else:
+                        writes.append(write)
                 batch.append((locked.run_id, locked.workflow_id, transition))
             if batch:
+                writes.append(BulkInsert(events))
                 result = conditional_batch(conditions, writes, using=db)
                 if result.committed:
                     adopted = batch
