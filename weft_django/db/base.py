@@ -35,6 +35,15 @@ ClaimRow = tuple[int, str | None, int | None, int | None]
 
 
 @dataclass(frozen=True)
+class GoneClaim:
+    """A claim row a bulk takeover locked, and the drivable run of its workflow."""
+
+    workflow_id: str
+    run_id: str
+    row: ClaimRow
+
+
+@dataclass(frozen=True)
 class LockedClaim:
     """A claim row as a joint lock read it (what ``ClaimCondition`` compares)."""
 
@@ -130,6 +139,15 @@ class StoreOps:
         """Lock claims then runs in one round trip, filling ``claims``/``runs``;
         ``False`` when a claim row is missing. Only called when
         ``supports_joint_lock``."""
+        raise NotImplementedError
+
+    def lock_gone_claims_skip_locked(
+        self, using: str, engine_ids: Sequence[str], run_statuses: Sequence[str], limit: int
+    ) -> list[GoneClaim]:
+        """Lock, without waiting, up to ``limit`` claim rows held by one of
+        ``engine_ids`` whose workflow has a run in ``run_statuses``, in
+        workflow-id order; a row another transaction holds is left out. Only
+        called when ``supports_skip_locked``."""
         raise NotImplementedError
 
     # -- renewals ------------------------------------------------------------

@@ -33,7 +33,15 @@ from django.core import checks
 from django.db import connections, models
 
 from weft_django.db import prepared
-from weft_django.db.base import ClaimRow, HolderRow, LockedClaim, LockedRun, StoreOps, table
+from weft_django.db.base import (
+    ClaimRow,
+    GoneClaim,
+    HolderRow,
+    LockedClaim,
+    LockedRun,
+    StoreOps,
+    table,
+)
 from weft_django.models import EngineRecord, WorkflowClaim, WorkflowRun
 
 #: Isolation levels under which the conditional batch's lost races stay results.
@@ -224,6 +232,25 @@ class PostgreSQLOps(StoreOps):
         with connections[using].cursor() as cursor:
             cursor.execute(sql, [ids, ids])
             return {w: (e, g, x, c) for w, e, g, x, c in cursor.fetchall()}
+
+    def lock_gone_claims_skip_locked(
+        self, using: str, engine_ids: Sequence[str], run_statuses: Sequence[str], limit: int
+    ) -> list[GoneClaim]:
+        """A bulk takeover's claim rows: ``FOR UPDATE OF c`` locks the claim rows
+        only (the run is read, not locked), in workflow-id order -- the global
+        order -- and skips any row another transaction holds. One live run per
+        workflow id (a unique constraint): at most one row per claim."""
+        claims = table(WorkflowClaim, using)
+        runs = table(WorkflowRun, using)
+        sql = (
+            "SELECT c.workflow_id, r.id::text, c.epoch, c.engine_id, c.expires_at, c.claimed_at "
+            f"FROM {claims} AS c JOIN {runs} AS r ON r.workflow_id = c.workflow_id "
+            "WHERE c.engine_id = ANY(%s) AND r.status = ANY(%s) "
+            "ORDER BY c.workflow_id LIMIT %s FOR UPDATE OF c SKIP LOCKED"
+        )
+        with connections[using].cursor() as cursor:
+            cursor.execute(sql, [sorted(set(engine_ids)), sorted(set(run_statuses)), int(limit)])
+            return [GoneClaim(w, r, (e, g, x, c)) for w, r, e, g, x, c in cursor.fetchall()]
 
     # -- renewals ------------------------------------------------------------
     def renew_exact_holders(

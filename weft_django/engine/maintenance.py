@@ -18,6 +18,7 @@ from typing import Any
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from weft_django.engine import operations
+from weft_django.engine.bulk_takeover import bulk_takeover_applies, take_over_gone
 from weft_django.engine.host import TurnHost
 from weft_django.engine.pickup import (
     announce_started,
@@ -165,7 +166,11 @@ class Maintenance:
         return count
 
     def reclaim(self) -> int:
-        """Take over runs whose holder expired, is absent or is gone, and drive them."""
+        """Take over runs whose holder expired, is absent or is gone, and drive them.
+
+        A gone engine's claims are taken in batches (``engine.bulk_takeover``)
+        where the database can; the rest one at a time on the turn threads.
+        """
         engine = self.engine
         registry = engine.registry
         if registry is None or engine.halted:
@@ -174,6 +179,18 @@ class Maintenance:
         grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * engine.settings.claim_renew_interval_ms
         stale = WorkflowClaim.objects.using(self.db).takeable(now, grace)
         gone = engine.gone_holders(refresh=True)
+        bulk: list[tuple[str, str]] = []
+        if gone and bulk_takeover_applies(engine):
+            # Every claim of a gone engine this engine can lock, in batches; a
+            # row another survivor locked is its to take, not one to retry here.
+            while not engine.halted:
+                got = take_over_gone(engine, gone, BATCH)
+                bulk += got.taken
+                if len(got.taken) < BATCH:
+                    break
+            gone = frozenset()
+        for run_id, _ in bulk:
+            engine.dispatch(run_id, "inline-macrotask-drive")
         if gone:
             # Holders whose database session ended: takeable before they expire.
             stale = stale | WorkflowClaim.objects.using(self.db).filter(engine_id__in=gone)
@@ -191,7 +208,7 @@ class Maintenance:
         if len(found) > 1 and engine.scheduler.background:
             start = random.randrange(len(found))  # engines scanning together collide less
             found = found[start:] + found[:start]
-        return sum(
+        return len(bulk) + sum(
             1 for run_id, workflow_id in found if engine.dispatch_reclaim(run_id, workflow_id)
         )
 

@@ -207,6 +207,13 @@ class ClaimRegistry:
         self.metrics.record_claim_attempt("lost_race")
         return TakeoverResult("lost-race", workflow_id, held_by=self._held_by(workflow_id))
 
+    def adopt_taken_over(self, workflow_id: str, transition: Transition) -> None:
+        """Track a claim whose ``build_takeover`` the caller committed in its
+        own batch (a bulk takeover); only after that batch is durable."""
+        assert transition.holder is not None
+        self._track(workflow_id, transition.holder)
+        self.metrics.record_claim_attempt("takeover")
+
     # -- renew ---------------------------------------------------------------
     def renew_all(self) -> list[RenewOutcome]:
         """Renew every held claim in one statement; a database error propagates."""
