@@ -35,6 +35,7 @@ from weft_django.engine.heartbeats import close_heartbeat_thread
 from weft_django.engine.local_scheduler import LocalScheduler
 from weft_django.engine.loops import SideTasks
 from weft_django.engine.maintenance import Maintenance
+from weft_django.engine.poll_cadence import PollCadence, idle_cap_ms
 from weft_django.engine.presence_watch import PresenceWatch, open_presence
 from weft_django.engine.scheduler import TurnScheduler
 from weft_django.engine.turn import Turn, TurnAborted
@@ -113,14 +114,21 @@ class Engine:
             if self.ownership == "lease"
             else self.settings.claim_renew_interval_ms
         )
+        poll_ms = self.scheduler.poll_interval_ms(self.settings)
         self._tasks = SideTasks(
             renew=self.maintenance.renew,
             poll=self.maintenance.find_and_dispatch,
             pickup=self.maintenance.pick_up_pending,
             renew_interval_ms=renew_ms,
-            poll_interval_ms=self.scheduler.poll_interval_ms(self.settings),
+            poll_interval_ms=poll_ms,
             claim_ttl_ms=self.settings.claim_ttl_ms,
             database=self.settings.database,
+            # Only an engine that LISTENs may back off (it still polls every
+            # POLL_INTERVAL while no wake backend's connection is up).
+            cadence=PollCadence(poll_ms, idle_cap_ms(poll_ms, renew_ms))
+            if self.scheduler.listens
+            else None,
+            next_gap_ms=self._next_poll_gap_ms,
         )
         self._listening: list[Listening] = []
         # run id -> leaf commands its body had yielded when this engine last
@@ -411,6 +419,19 @@ class Engine:
     def wake(self) -> None:
         """Run the next maintenance pass now (a wake arrived)."""
         self._tasks.request(full=True)
+
+    def poll_soon(self) -> None:
+        """The next full pass within ``POLL_INTERVAL`` (a turn left its run
+        parked or running: its timers or re-drive are the pass's to find)."""
+        self._tasks.soon()
+
+    def _next_poll_gap_ms(self, cadence: PollCadence) -> int:
+        """After a full pass: back off only while a wake connection LISTENs and
+        the pass found nothing but pickups, and never past known due work."""
+        allowed = any(listening.connected for listening in self._listening)
+        found = self.maintenance.found_work
+        due = self.maintenance.due_in_ms() if allowed and not found else None
+        return cadence.after_pass(found_work=found, allowed=allowed, due_in_ms=due)
 
     def wake_pickup(self) -> None:
         """Run a pickup pass now: a run became pending, or a worker has room.

@@ -46,6 +46,8 @@ class FoundWorkPlacement(Protocol):
 
     def pickup_backlog(self, left: bool) -> None: ...
 
+    def is_inflight(self, run_id: str) -> bool: ...
+
 
 class TurnHost(OwnershipHost, Protocol):
     """An engine as a turn and the maintenance pass see it."""
@@ -87,6 +89,10 @@ class TurnHost(OwnershipHost, Protocol):
 
     def wake_pickup(self) -> None:
         """Run a pickup pass now (a run became pending, or a worker has room)."""
+
+    def poll_soon(self) -> None:
+        """A turn left its run parked or running: the next full pass comes
+        within ``POLL_INTERVAL`` (a backed-off poll loop stops backing off)."""
 
     def dispatch_reclaim(self, run_id: Any, workflow_id: str) -> bool: ...
 

@@ -84,6 +84,10 @@ class LocalScheduler(TurnScheduler):
         with self._lock:
             return len(self._inflight)
 
+    def is_inflight(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._inflight
+
     def pickup_capacity(self, most: int) -> int:
         """Room for twice the pool's threads: a claimed run waits at most one
         turn of each thread; more would hold runs other engines could drive."""
@@ -199,11 +203,16 @@ class LocalScheduler(TurnScheduler):
         self._adopted.keys = []
         try:
             refresh_connections()
-            self.engine.drive(run_id, wake_kind, transport=transport, handoff=handoff)
+            left = self.engine.drive(run_id, wake_kind, transport=transport, handoff=handoff)
+            if left in ("parked", "running"):
+                # Its timers, or a re-drive of a turn that stopped half-way,
+                # are for the polling pass to find.
+                self.engine.poll_soon()
         except Exception as exc:
             connections[self.engine.settings.database].close_if_unusable_or_obsolete()
             # Counted, backed off, suspended at the bound (logs the traceback).
             record_turn_failure(self.engine, run_id, exc)
+            self.engine.poll_soon()  # its retry (``turn_retry_at``) is the pass's
         finally:
             with self._lock:
                 self._inflight.discard(run_id)

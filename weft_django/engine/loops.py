@@ -7,7 +7,9 @@ only after in-flight turns finished -- claims stay renewed until released.
 The poll thread runs the maintenance pass every poll interval, or sooner
 when a wake arrives; a wake that only made a run pending (a start, a
 worker with room again) runs just the pickup on that thread -- pickups stay
-serial there, and the full pass still comes every poll interval. Both
+serial there. While LISTEN is up and passes find nothing, the gap between
+full passes backs off (``engine.poll_cadence``); a full wake or a turn that
+left its run parked or running brings it back to the poll interval. Both
 threads mark themselves as engine threads (``engine.db_connections``) and
 survive any one failed pass.
 """
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from django.db import connections
 
 from weft_django.engine.db_connections import mark_engine_thread, refresh_connections
+from weft_django.engine.poll_cadence import PollCadence
 
 logger = logging.getLogger("weft_django.engine")
 
@@ -39,6 +42,10 @@ class SideTasks:
     poll_interval_ms: int
     claim_ttl_ms: int
     database: str
+    #: When the next full pass comes; ``None``: every poll interval.
+    cadence: PollCadence | None = None
+    #: After a full pass: the gap (ms) before the next one (``cadence``).
+    next_gap_ms: Callable[[PollCadence], int] | None = None
     #: Set by ``dispose`` first: the poll loop ends.
     stopping: threading.Event = field(default_factory=threading.Event)
     #: Set by ``dispose`` after the grace: renewal ends.
@@ -49,21 +56,38 @@ class SideTasks:
     #: then, work that was waiting at boot may still be found by polling.
     first_pass: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
-    #: A wake asked for the full pass (not only a pickup); guarded by ``_lock``.
+    #: A wake asked for the full pass / a pickup pass / the poll interval's
+    #: gap again (``soon``); guarded by ``_lock``.
     _full: bool = True
+    _pickup: bool = False
+    _soon: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def request(self, *, full: bool) -> None:
         """Wake the poll loop: a full pass, or (``full=False``) a pickup pass."""
-        if full:
-            with self._lock:
+        with self._lock:
+            if full:
                 self._full = True
+            else:
+                self._pickup = True
+        if full and self.cadence is not None:
+            self.cadence.reset()
         self.wake.set()
 
-    def _take_full(self) -> bool:
+    def soon(self) -> None:
+        """The next full pass within the poll interval (no pass now): wakes the
+        loop only when it was backing off."""
+        if self.cadence is None or not self.cadence.reset():
+            return
         with self._lock:
-            full, self._full = self._full, False
-        return full
+            self._soon = True
+        self.wake.set()
+
+    def _take(self) -> tuple[bool, bool, bool]:
+        with self._lock:
+            taken = (self._full, self._pickup, self._soon)
+            self._full = self._pickup = self._soon = False
+        return taken
 
     def start(self) -> None:
         self.threads = [
@@ -84,18 +108,35 @@ class SideTasks:
         mark_engine_thread(self.claim_ttl_ms)
         interval = self.poll_interval_ms / 1000
         next_full = 0.0
+        last_full = 0.0
         while not self.stopping.is_set():
             # Read-and-reset before the pass: a wake during it is kept.
-            if self._take_full() or time.monotonic() >= next_full:
-                next_full = time.monotonic() + interval
+            full, pickup, soon = self._take()
+            if soon:
+                next_full = min(next_full, last_full + interval)
+            if full or time.monotonic() >= next_full:
+                last_full = time.monotonic()
+                next_full = last_full + interval
                 self._run_once(self.poll, "maintenance pass")
                 if not self.first_pass.is_set():
                     self.first_pass.set()
                     logger.info("weft engine: first maintenance pass done")
-            else:
+                if self.cadence is not None and self.next_gap_ms is not None:
+                    next_full = last_full + self._gap_s(self.cadence, self.next_gap_ms)
+            elif pickup:
                 self._run_once(self.pickup, "pickup pass")
             self.wake.wait(max(0.0, next_full - time.monotonic()))
             self.wake.clear()
+
+    def _gap_s(self, cadence: PollCadence, next_gap_ms: Callable[[PollCadence], int]) -> float:
+        """The gap after a full pass; the poll interval when working it out fails."""
+        try:
+            return next_gap_ms(cadence) / 1000
+        except Exception:
+            logger.warning("poll cadence failed; polling every interval", exc_info=True)
+            connections[self.database].close_if_unusable_or_obsolete()
+            cadence.reset()
+            return self.poll_interval_ms / 1000
 
     def _loop(
         self, work: Callable[[], object], interval_ms: int, stop: threading.Event, what: str

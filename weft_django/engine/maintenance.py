@@ -6,6 +6,10 @@ execution deadline (any engine may time them out), stale claims to take
 over and recover (reclaim scan), due timers and wakes of runs this engine
 owns, runs whose turn stopped half-way, and pending runs to pick up — the
 pickup folds the claim's acquire into the pending→running write.
+
+A pass also says whether it found work besides pickups (``found_work``) and,
+when it did not, how soon the database says work falls due (``due_in_ms``):
+the background poll loop backs off on that (``engine.poll_cadence``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import random
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, Min, OuterRef, Q, QuerySet
 
 from weft_django.engine import operations
 from weft_django.engine.bulk_takeover import bulk_takeover_applies, take_over_gone
@@ -52,6 +56,9 @@ class Maintenance:
         self.engine = engine
         self.heartbeat_due = 0
         self.retention_due = 0
+        #: The last full pass found work besides pickups (timeouts, takeovers,
+        #: timers, wakes, stranded runs not in flight).
+        self.found_work = True
 
     @property
     def db(self) -> str:
@@ -85,6 +92,7 @@ class Maintenance:
         if engine.halted:
             return 0
         found = 0
+        self.found_work = True
         self.apply_retention()
         found += self.time_out_expired_runs()
         found += self.reclaim()
@@ -126,13 +134,36 @@ class Maintenance:
         stranded: Any = engine.scheduler.find_stranded(owned, now)
         if stranded is None:
             stranded = owned.filter(status="running").values_list("pk", flat=True)[:BATCH]
+        busy = found + len(seen)
         for run_id in stranded:
             if str(run_id) not in seen:
                 seen.add(str(run_id))
+                # A turn in flight is no new work: it ends and leaves the run.
+                busy += not engine.scheduler.is_inflight(str(run_id))
                 engine.dispatch(run_id, "inline-macrotask-drive")
         found += len(seen)
+        self.found_work = busy > 0
         found += self.pick_up_pending()
         return found
+
+    def due_in_ms(self) -> int | None:
+        """How soon (ms from now) known work falls due: the earliest timer or
+        deadline of a parked run (``wake_at``), delayed start, deadline, or
+        failed turn's retry of any live run; ``None`` when nothing is known.
+        One statement, run only by a pass about to back off."""
+        now = self.engine.now_ms()
+        agg = (
+            WorkflowRun.objects.using(self.db)
+            .filter(status__in=LIVE_STATUSES)
+            .aggregate(
+                wake=Min("wake_at", filter=Q(status="parked")),
+                start=Min("start_at", filter=Q(status="pending")),
+                deadline=Min("deadline_at"),
+                retry=Min("turn_retry_at"),
+            )
+        )
+        times = [t for t in agg.values() if t is not None]
+        return max(0, min(times) - now) if times else None
 
     def apply_retention(self) -> int:
         """``RETENTION``: purge terminal runs older than it, at most once per renew interval.

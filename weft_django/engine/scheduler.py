@@ -100,6 +100,11 @@ class TurnScheduler:
     def inflight(self) -> int:
         return 0
 
+    def is_inflight(self, run_id: str) -> bool:
+        """A turn (or the claim before one) of ``run_id`` is under way here;
+        ``False`` when the scheduler does not know."""
+        return False
+
     @property
     def background(self) -> bool:
         """Turns run on background workers (not inline in ``run_until_idle``)."""

@@ -65,6 +65,13 @@ class Wake:
 class Listening:
     """A running ``listen()``: ``stop()`` ends it (idempotent)."""
 
+    @property
+    def connected(self) -> bool:
+        """Wakes reach the engine now (its connection LISTENs): only then may
+        its polling back off (``engine.poll_cadence``). ``False`` unless the
+        backend knows."""
+        return False
+
     def stop(self) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 

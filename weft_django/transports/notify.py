@@ -80,6 +80,11 @@ class Listener(Listening):
         self.on_notify = on_notify
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._connected = False
+
+    @property
+    def connected(self) -> bool:
+        return self._connected and not self._stop.is_set()
 
     @staticmethod
     def available(using: str) -> bool:
@@ -117,16 +122,19 @@ class Listener(Listening):
                     logger.warning("LISTEN connection failed; polling only", exc_info=True)
                     self._stop.wait(5)
                     continue
-                self.on_connect()
+            self._connected = True
+            self.on_connect()
             try:
                 while not self._stop.is_set():
                     for note in conn.notifies(timeout=self.tick):
                         self.on_notify(note.channel, note.payload)
             except Exception:
+                self._connected = False
                 if not self._stop.is_set():
                     logger.warning("LISTEN connection lost; reconnecting", exc_info=True)
                     self._stop.wait(1)
             finally:
+                self._connected = False
                 with contextlib.suppress(Exception):
                     conn.close()
                 conn = None
@@ -165,12 +173,30 @@ class NotifyBackend(WakeBackend):
             else:
                 on_wake()
 
-        listener = Listener(using, (WAKE_CHANNEL,), on_notify)
+        listener = _WakeListener(using, (WAKE_CHANNEL,), on_notify, on_wake)
         listener.start()
         return listener
 
     def done_waiter(self, using: str, run_id: str) -> DoneWaiter:
         return _DoneHub.get(using).subscribe(run_id)
+
+
+class _WakeListener(Listener):
+    """An engine's ``LISTEN weft_wake``: each (re)connect asks for a full pass,
+    which finds what a wake lost while the connection was down announced."""
+
+    def __init__(
+        self,
+        using: str,
+        channels: tuple[str, ...],
+        on_notify: Callable[[str, str], None],
+        on_wake: Callable[[], None],
+    ) -> None:
+        super().__init__(using, channels, on_notify)
+        self.on_wake = on_wake
+
+    def on_connect(self) -> None:
+        self.on_wake()
 
 
 class _DoneHub(Listener):
