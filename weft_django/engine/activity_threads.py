@@ -45,7 +45,7 @@ from django.db import connections
 
 from weft_django.engine.activity_attempt import ActivityOutcome, Attempt
 from weft_django.engine.activity_context import ActivityInfo, activity_scope
-from weft_django.engine.db_connections import refresh_connections
+from weft_django.engine.db_connections import drop_closed_connections, refresh_connections
 from weft_django.ownership.metrics import ClaimMetrics
 from weft_django.warnings import warn_activity_abandoned
 
@@ -95,6 +95,14 @@ def _close_broken_connections() -> None:
         refresh_connections()
     except Exception:  # closing a broken connection must not kill the worker
         logger.debug("closing an unusable connection failed", exc_info=True)
+
+
+def _drop_closed_connections() -> None:
+    """Before an attempt: reconnect what the server ended while the thread was idle."""
+    try:
+        drop_closed_connections()
+    except Exception:  # a failed check must not kill the worker; the attempt reconnects
+        logger.debug("checking idle connections failed", exc_info=True)
 
 
 class _Worker:
@@ -203,6 +211,7 @@ class SyncThreads:
                 assert isinstance(item, Attempt)
                 if not self._takes(worker, item):
                     continue
+                _drop_closed_connections()
                 outcome, raised = item._context.run(_call, item)
                 if raised:
                     _close_broken_connections()

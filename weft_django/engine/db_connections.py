@@ -26,6 +26,7 @@ engine thread is ended by it too (docs: howto/deploy).
 
 from __future__ import annotations
 
+import select
 import threading
 from typing import Any
 
@@ -45,6 +46,38 @@ def refresh_connections() -> None:
         if connection.settings_dict.get("CONN_MAX_AGE") == 0:
             connection.close_at = None  # never obsolete by age on an engine thread
         connection.close_if_unusable_or_obsolete()
+    drop_closed_connections()
+
+
+def drop_closed_connections() -> None:
+    """Before an activity attempt: close the idle connections the server ended.
+
+    Why: an activity thread's connection sits idle between attempts; a
+    session the server ended meanwhile (``pg_terminate_backend``, a restart,
+    ``idle_session_timeout``) would fail the activity's first query — an
+    infrastructure fault counted against the activity's retries. One
+    non-blocking readiness check of the socket per connection; a round trip
+    (``is_usable``) only when the server has spoken while the session was idle.
+    """
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is None or connection.in_atomic_block:
+            continue
+        if _server_spoke_while_idle(connection) and not connection.is_usable():
+            connection.close()
+
+
+def _server_spoke_while_idle(connection: Any) -> bool:
+    """The idle session's socket is readable: the server sent something unasked
+    (on an engine's own sessions, which never LISTEN: an error or a close)."""
+    pgconn = getattr(connection.connection, "pgconn", None)
+    if pgconn is None:  # not psycopg (SQLite): no socket to look at
+        return False
+    try:
+        fd = pgconn.socket
+        readable, _, _ = select.select([fd], [], [], 0)
+    except Exception:  # a closed or invalid socket: let is_usable decide
+        return True
+    return bool(readable)
 
 
 def mark_engine_thread(idle_limit_ms: int) -> None:
