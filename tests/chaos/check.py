@@ -17,7 +17,11 @@ Figures (the invariant each protects):
 - ``non_holder``: a journal entry whose ``(engine_id, epoch)`` is not the
   grant (``acquire``/``takeover``) ``ClaimEvent`` says that engine got, an
   epoch going backwards along a journal or across a workflow's events, or a
-  takeover before the old holder's expiry + grace (``early_takeovers``);
+  takeover before the old holder's expiry + grace (``early_takeovers``) that
+  its session's end does not explain: a kill or a backend termination of
+  that engine before the takeover, or its record marked stopped by then
+  (``SESSION_PRESENCE``: counted as ``session_takeovers``; a paused or
+  cut-off engine keeps its session, so it must reach expiry);
 - ``duplicates``: a recorded step executed more than once — *explained* when
   a kill, pause, partition or backend termination hit the engine of either
   execution between them (or up to ``STALE_AFTER_FAULT_MS`` before the later
@@ -44,10 +48,12 @@ from project.demo.models import SideEffect
 from tests.chaos.injector import DISABLING, DISRUPTIVE, FAULT_KINDS, FaultRecord
 from tests.chaos.workflows import STEP_KIND, chaos_step, expected_result
 from weft_django.engine.commands import LEAF_KINDS
-from weft_django.models import ClaimEvent, JournalEntry, WorkflowClaim, WorkflowRun
+from weft_django.models import ClaimEvent, EngineRecord, JournalEntry, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 
 GRANTING = ("acquire", "takeover")
+#: Faults that end an engine's database sessions (its presence lock with them).
+SESSION_ENDING = frozenset({"kill", "terminate"})
 #: What one takeover batch of the reclaim scan may cost on two busy cores.
 SCAN_MS_PER_CLAIM = 25
 #: A stalled engine acts on stale beliefs until it learns it was deposed (its next
@@ -66,6 +72,8 @@ class Audit:
     double_written: list[str] = field(default_factory=list)
     non_holder: list[str] = field(default_factory=list)
     early_takeovers: list[str] = field(default_factory=list)
+    #: Takeovers before expiry that the old holder's ended session explains.
+    session_takeovers: int = 0
     duplicates_explained: list[str] = field(default_factory=list)
     duplicates_unexplained: list[str] = field(default_factory=list)
     unrecorded_executions: int = 0
@@ -101,6 +109,7 @@ class Audit:
             f"double_written={len(self.double_written)} "
             f"non_holder_writes={len(self.non_holder)} "
             f"early_takeovers={len(self.early_takeovers)} "
+            f"session_takeovers={self.session_takeovers} "
             f"dup_activity_execs={dup} (unexplained {len(self.duplicates_unexplained)}) "
             f"stuck_claims={len(self.stuck)} takeovers={self.takeovers} "
             f"kept_by_returning_holder={self.kept_by_returning_holder} "
@@ -141,7 +150,7 @@ def audit(
     result.runs = len(runs)
     events = _events()
     _check_outcomes(result, started, runs, events)
-    _check_journal(result, runs, events, grace_ms)
+    _check_journal(result, runs, events, grace_ms, _session_ends(faults))
     _check_activities(result, faults, runs)
     _check_claims(result, faults, events, set(dead), takeover_bound_ms)
     return result
@@ -194,11 +203,26 @@ def _check_outcomes(
             result.lost.append(f"{workflow_id} (a child): left {live}")
 
 
+def _session_ends(faults: list[FaultRecord]) -> dict[str, int]:
+    """Engine id -> the earliest time its database sessions ended: a kill or a
+    backend termination (the harness's), or its record marked stopped."""
+    ends: dict[str, int] = {}
+    for fault in faults:
+        if fault.kind in SESSION_ENDING:
+            ends[fault.engine_id] = min(ends.get(fault.engine_id, fault.start_ms), fault.start_ms)
+    for engine_id, stopped_at in EngineRecord.objects.exclude(stopped_at=None).values_list(
+        "engine_id", "stopped_at"
+    ):
+        ends[engine_id] = min(ends.get(engine_id, stopped_at), stopped_at)
+    return ends
+
+
 def _check_journal(
     result: Audit,
     runs: list[WorkflowRun],
     events: dict[str, list[ClaimEvent]],
     grace_ms: int,
+    session_ends: dict[str, int],
 ) -> None:
     workflow_of = {run.pk: run.workflow_id for run in runs}
     entries: dict[Any, list[JournalEntry]] = defaultdict(list)
@@ -221,6 +245,10 @@ def _check_journal(
             if event.kind == "takeover" and event.previous_expires_at is not None:
                 result.takeovers += 1
                 if event.at_ms <= event.previous_expires_at + grace_ms:
+                    ended = session_ends.get(event.previous_engine_id or "")
+                    if ended is not None and ended <= event.at_ms:
+                        result.session_takeovers += 1
+                        continue
                     result.early_takeovers.append(
                         f"{workflow_id}: epoch {event.epoch} at {event.at_ms} from "
                         f"{event.previous_engine_id} expiring {event.previous_expires_at}"
