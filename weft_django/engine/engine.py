@@ -13,6 +13,11 @@ restart hands work over without waiting for expiry.
 ``TurnScheduler``; ``LocalScheduler`` by default), and how wakes arrive is
 the installed wake backends' (``engine.wakes``): the engine names no
 transport.
+
+Why one module of this length: it is the one place that wires an engine's
+parts (registry, presence, maintenance, scheduler, side tasks, cadence) in
+their boot and dispose order; the parts themselves live in their own
+modules. Splitting the wiring would scatter that order.
 """
 
 from __future__ import annotations

@@ -13,6 +13,11 @@ Invariants:
   unless a sibling process of the same engine released it at that epoch
   (its run completed): one more read, only when something is missing.
 - Tracking starts only after the acquiring batch committed.
+
+Why one module of this length: every transition (acquire, takeover, renew,
+release, adoption after a bulk takeover) reads and writes the same tracked
+holders under one lock; the statements themselves live in
+``ownership.transitions`` and the vendor seam.
 """
 
 from __future__ import annotations
