@@ -21,6 +21,7 @@ _LAZY = {
     "FencedModel": ("weft_django.fencing", "FencedModel"),
     "StaleFenceError": ("weft_django.fencing", "StaleFenceError"),
     "fenced_update": ("weft_django.fencing", "fenced_update"),
+    "afenced_update": ("weft_django.fencing", "afenced_update"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.errors import ActivityCancelled as ActivityCancelled
     from weft_django.fencing import FencedModel as FencedModel
     from weft_django.fencing import StaleFenceError as StaleFenceError
+    from weft_django.fencing import afenced_update as afenced_update
     from weft_django.fencing import fenced_update as fenced_update
 
 
@@ -54,6 +56,7 @@ __all__ = [
     "__version__",
     "activity",
     "activity_info",
+    "afenced_update",
     "client",
     "fenced_update",
     "workflow",

@@ -67,6 +67,7 @@ __all__ = [
     "FencedModel",
     "FencedQuerySet",
     "StaleFenceError",
+    "afenced_update",
     "fenced_update",
 ]
 
@@ -169,29 +170,64 @@ def fenced_update(
     fence = _fence_of(info)
     queryset = _queryset_of(target)
     _check_fields(queryset.model, values)
-    if on_stale not in ("skip", "raise"):
-        raise ValueError(f'on_stale must be "skip" or "raise", not {on_stale!r}')
+    _check_on_stale(on_stale)
     workflow_id, epoch = fence.workflow_id, fence.epoch
-    not_newer = ~Q(**{FENCE_WORKFLOW_FIELD: workflow_id}) | Q(
-        **{f"{FENCE_EPOCH_FIELD}__lte": epoch}
-    )
-    written = queryset.filter(not_newer).update(
+    written = queryset.filter(_not_newer(workflow_id, epoch)).update(
         **values, **{FENCE_WORKFLOW_FIELD: workflow_id, FENCE_EPOCH_FIELD: epoch}
     )
     if on_stale == "raise" and not (isinstance(target, models.Model) and written):
         # Only to name what refused the write: the decision was the UPDATE's.
-        stale = (
-            queryset.filter(
-                **{FENCE_WORKFLOW_FIELD: workflow_id, f"{FENCE_EPOCH_FIELD}__gt": epoch}
-            )
-            .values_list("pk", FENCE_EPOCH_FIELD)
-            .first()
-        )
+        stale = _stale_rows(queryset, workflow_id, epoch).first()
         if stale is not None:
-            raise StaleFenceError(
-                queryset.model._meta.label, stale[0], workflow_id, epoch, int(stale[1])
-            )
+            raise _stale_error(queryset, stale, workflow_id, epoch)
     return written
+
+
+async def afenced_update(
+    target: models.Model | models.QuerySet[Any] | type[models.Model],
+    *,
+    info: Fence | None = None,
+    on_stale: OnStale = "skip",
+    **values: Any,
+) -> int:
+    """``fenced_update`` for ``async def`` activities: the same ONE ``UPDATE``
+    (``QuerySet.aupdate``), awaited; the fence is read before the first await,
+    in the activity's own context."""
+    fence = _fence_of(info)
+    queryset = _queryset_of(target)
+    _check_fields(queryset.model, values)
+    _check_on_stale(on_stale)
+    workflow_id, epoch = fence.workflow_id, fence.epoch
+    written = await queryset.filter(_not_newer(workflow_id, epoch)).aupdate(
+        **values, **{FENCE_WORKFLOW_FIELD: workflow_id, FENCE_EPOCH_FIELD: epoch}
+    )
+    if on_stale == "raise" and not (isinstance(target, models.Model) and written):
+        stale = await _stale_rows(queryset, workflow_id, epoch).afirst()
+        if stale is not None:
+            raise _stale_error(queryset, stale, workflow_id, epoch)
+    return written
+
+
+def _not_newer(workflow_id: str, epoch: int) -> Q:
+    """The fence condition: the stored fence is another workflow's, or not newer."""
+    return ~Q(**{FENCE_WORKFLOW_FIELD: workflow_id}) | Q(**{f"{FENCE_EPOCH_FIELD}__lte": epoch})
+
+
+def _stale_rows(queryset: models.QuerySet[Any], workflow_id: str, epoch: int) -> Any:
+    return queryset.filter(
+        **{FENCE_WORKFLOW_FIELD: workflow_id, f"{FENCE_EPOCH_FIELD}__gt": epoch}
+    ).values_list("pk", FENCE_EPOCH_FIELD)
+
+
+def _stale_error(
+    queryset: models.QuerySet[Any], stale: tuple[Any, Any], workflow_id: str, epoch: int
+) -> StaleFenceError:
+    return StaleFenceError(queryset.model._meta.label, stale[0], workflow_id, epoch, int(stale[1]))
+
+
+def _check_on_stale(on_stale: Any) -> None:
+    if on_stale not in ("skip", "raise"):
+        raise ValueError(f'on_stale must be "skip" or "raise", not {on_stale!r}')
 
 
 def _fence_of(info: Fence | None) -> Fence:

@@ -193,6 +193,8 @@ def test_two_threads_racing_the_newer_epoch_wins(order):
     assert not errors, errors
     assert stored(row) == (104, "e4", "order-1", 4)
     assert results == {4: 1, 3: 0 if order == "newer-first" else 1}
+    if connection.vendor == "postgresql":
+        _wait_for_the_threads_sessions_to_end()
 
 
 def _wait_for_a_lock_waiter() -> None:
@@ -214,3 +216,20 @@ def _wait_for_a_lock_waiter() -> None:
             return row is not None and row[0] > 0
 
     wait_for("the other writer to wait on the row lock", waiting, timeout=10)
+
+
+def _wait_for_the_threads_sessions_to_end() -> None:
+    """The writers closed their connections; their server sessions end a moment
+    later -- before the test database is dropped."""
+    from tests.support import wait_for
+
+    def gone() -> bool:
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            )
+            row = cur.fetchone()
+            return row is not None and row[0] == 0
+
+    wait_for("the writer threads' sessions to end", gone, timeout=10)
