@@ -21,7 +21,8 @@ module gives those rows the same protection, the classic fencing token:
   there is no window between a check and the write: on PostgreSQL a writer
   that waits on the row lock re-evaluates the condition on the row version
   the other writer committed; SQLite runs the statement under its one write
-  lock.
+  lock. ``afenced_update`` is the same statement for ``async def``
+  activities.
 
 The invariant: once a row was written under epoch ``e`` of workflow ``W``,
 no write under an epoch ``< e`` of ``W`` lands on it while ``W`` is the
@@ -126,9 +127,10 @@ class FencedModel(models.Model):
 
     ``fence_workflow_id``: the workflow whose activity wrote the row last
     through ``fenced_update`` (``""``: never). ``fence_epoch``: that writer's
-    claim epoch (``0``: never). Write them only through ``fenced_update``;
-    a plain ``save()`` or ``update()`` keeps whatever fence the row has and
-    is not fenced itself.
+    claim epoch (``0``: never). Write them only through ``fenced_update``:
+    a plain ``save()`` is not fenced and writes back the fence the instance
+    was loaded with (possibly an older one), so save such rows with
+    ``update_fields`` that leave the fence fields out.
     """
 
     fence_workflow_id = models.CharField(max_length=200, blank=True, default="", editable=False)

@@ -12,6 +12,7 @@ PostgreSQL): the newer always wins.
 
 from __future__ import annotations
 
+import pickle
 import threading
 
 import pytest
@@ -19,7 +20,7 @@ from django.db import connection, connections, transaction
 from django.db.models import F
 
 from project.demo.models import FencedAccount, SideEffect
-from weft_django import ActivityInfo, StaleFenceError, fenced_update
+from weft_django import ActivityInfo, StaleFenceError, afenced_update, fenced_update
 from weft_django.engine.activity_context import activity_scope
 
 pytestmark = pytest.mark.usefixtures("batch_db")
@@ -103,6 +104,7 @@ def test_on_stale_raise_names_the_row_and_both_epochs():
     )
     assert "epoch 4" in str(error) and "epoch 3" in str(error) and '"order-1"' in str(error)
     assert error.as_dict()["code"] == "stale_fence"
+    assert pickle.loads(pickle.dumps(error)).as_dict() == error.as_dict()
     assert stored(row)[0] == 110
     assert fenced_update(row, info=fence(4), balance=111, on_stale="raise") == 1
 
@@ -233,3 +235,16 @@ def _wait_for_the_threads_sessions_to_end() -> None:
             return row is not None and row[0] == 0
 
     wait_for("the writer threads' sessions to end", gone, timeout=10)
+
+
+def test_afenced_update_is_the_same_fence_awaited():
+    from asgiref.sync import async_to_sync
+
+    row = account(balance=100)
+    assert async_to_sync(afenced_update)(row, info=fence(4), balance=110, writer="e4") == 1
+    assert async_to_sync(afenced_update)(row, info=fence(3), balance=0, writer="e3") == 0
+    with pytest.raises(StaleFenceError):
+        async_to_sync(afenced_update)(row, info=fence(3), balance=0, on_stale="raise")
+    with pytest.raises(RuntimeError, match=r"outside a running activity"):
+        async_to_sync(afenced_update)(row, balance=0)
+    assert stored(row) == (110, "e4", "order-1", 4)

@@ -13,9 +13,12 @@ pretend. Retries and a takeover without writes: ``test_activity_info.py``.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 from django.db.models import F
 from django.test import override_settings
 
@@ -42,6 +45,11 @@ FAIL_FIRST: set[str] = set()
 def _reset():
     SEEN.clear()
     FAIL_FIRST.clear()
+    yield
+    # afenced_update's aupdate ran on asgiref's one sync thread (the engine's
+    # event loop is not inside async_to_sync): close that thread's connection,
+    # so it does not outlive the test database.
+    asyncio.run(sync_to_async(connections.close_all)())
 
 
 @activity(name="fence-deposit", retries=2, backoff=timedelta(seconds=1))
