@@ -18,6 +18,10 @@ _LAZY = {
     "activity_info": ("weft_django.engine.activity_context", "activity_info"),
     "ActivityInfo": ("weft_django.engine.activity_context", "ActivityInfo"),
     "ActivityCancelled": ("weft_django.errors", "ActivityCancelled"),
+    "FencedModel": ("weft_django.fencing", "FencedModel"),
+    "StaleFenceError": ("weft_django.fencing", "StaleFenceError"),
+    "fenced_update": ("weft_django.fencing", "fenced_update"),
+    "afenced_update": ("weft_django.fencing", "afenced_update"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.engine.definitions import activity as activity
     from weft_django.engine.definitions import workflow as workflow
     from weft_django.errors import ActivityCancelled as ActivityCancelled
+    from weft_django.fencing import FencedModel as FencedModel
+    from weft_django.fencing import StaleFenceError as StaleFenceError
+    from weft_django.fencing import afenced_update as afenced_update
+    from weft_django.fencing import fenced_update as fenced_update
 
 
 def __getattr__(name: str) -> Any:
@@ -43,9 +51,13 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ActivityCancelled",
     "ActivityInfo",
+    "FencedModel",
+    "StaleFenceError",
     "__version__",
     "activity",
     "activity_info",
+    "afenced_update",
     "client",
+    "fenced_update",
     "workflow",
 ]

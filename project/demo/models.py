@@ -3,6 +3,8 @@ and pick up the async-activity tokens the demo hands out."""
 
 from django.db import models
 
+from weft_django.fencing import FencedModel
+
 
 class SideEffect(models.Model):
     kind = models.CharField(max_length=32)
@@ -27,3 +29,18 @@ class AsyncToken(models.Model):
 
     def __str__(self) -> str:
         return f"token for {self.workflow_id}"
+
+
+class FencedAccount(FencedModel):
+    """An account an activity updates through ``fenced_update`` (docs/howto/fencing-tokens.md).
+
+    ``writer`` names who wrote the balance last (the tests read it: the new
+    owner's value must survive a stale owner's late write).
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    balance = models.BigIntegerField(default=0)
+    writer = models.CharField(max_length=200, blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.balance}"
