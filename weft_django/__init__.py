@@ -19,7 +19,7 @@ _LAZY = {
     "ActivityInfo": ("weft_django.engine.activity_context", "ActivityInfo"),
     "ActivityCancelled": ("weft_django.errors", "ActivityCancelled"),
     "FencedModel": ("weft_django.fencing", "FencedModel"),
-    "StaleFenceError": ("weft_django.fencing", "StaleFenceError"),
+    "StaleFenceError": ("weft_django.errors", "StaleFenceError"),
     "fenced_update": ("weft_django.fencing", "fenced_update"),
     "afenced_update": ("weft_django.fencing", "afenced_update"),
 }
@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.engine.definitions import activity as activity
     from weft_django.engine.definitions import workflow as workflow
     from weft_django.errors import ActivityCancelled as ActivityCancelled
+    from weft_django.errors import StaleFenceError as StaleFenceError
     from weft_django.fencing import FencedModel as FencedModel
-    from weft_django.fencing import StaleFenceError as StaleFenceError
     from weft_django.fencing import afenced_update as afenced_update
     from weft_django.fencing import fenced_update as fenced_update
 

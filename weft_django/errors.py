@@ -417,6 +417,27 @@ class ActivityCancelled(WeftError):
         )
 
 
+@_error
+class StaleFenceError(WeftError):
+    """``fenced_update(..., on_stale="raise")`` was refused: a newer owner wrote the row."""
+
+    code = "stale_fence"
+    http_status = 409
+    model: str
+    pk: Any
+    workflow_id: str
+    epoch: int
+    stored_epoch: int
+
+    def _message(self) -> str:
+        return (
+            f"Refused a stale write to {self.model} pk={self.pk!r}: workflow "
+            f'"{self.workflow_id}" wrote it at epoch {self.stored_epoch}, newer than this '
+            f"writer's epoch {self.epoch}. Another engine owns the workflow now and ran this "
+            "step; this attempt's result will be discarded."
+        )
+
+
 ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     WorkflowClaimUnavailableError,
     OwnershipModeMismatchError,
@@ -437,6 +458,7 @@ ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     NotLocallyOwned,
     PayloadError,
     ActivityCancelled,
+    StaleFenceError,
 )
 """Every concrete error class (the abstract base ``WeftError`` is not listed)."""
 

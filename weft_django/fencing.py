@@ -60,7 +60,7 @@ from django.db import models
 from django.db.models import Q
 
 from weft_django.engine.activity_context import activity_info
-from weft_django.errors import WeftError, _error
+from weft_django.errors import StaleFenceError
 
 __all__ = [
     "FENCE_EPOCH_FIELD",
@@ -87,27 +87,6 @@ class Fence(Protocol):
 
     @property
     def epoch(self) -> int: ...
-
-
-@_error
-class StaleFenceError(WeftError):
-    """``fenced_update(..., on_stale="raise")`` was refused: a newer owner wrote the row."""
-
-    code = "stale_fence"
-    http_status = 409
-    model: str
-    pk: Any
-    workflow_id: str
-    epoch: int
-    stored_epoch: int
-
-    def _message(self) -> str:
-        return (
-            f"Refused a stale write to {self.model} pk={self.pk!r}: workflow "
-            f'"{self.workflow_id}" wrote it at epoch {self.stored_epoch}, newer than this '
-            f"writer's epoch {self.epoch}. Another engine owns the workflow now and ran this "
-            "step; this attempt's result will be discarded."
-        )
 
 
 _M = TypeVar("_M", bound=models.Model)
