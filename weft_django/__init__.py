@@ -18,6 +18,8 @@ _LAZY = {
     "activity_info": ("weft_django.engine.activity_context", "activity_info"),
     "ActivityInfo": ("weft_django.engine.activity_context", "ActivityInfo"),
     "ActivityCancelled": ("weft_django.errors", "ActivityCancelled"),
+    "WorkflowCancelled": ("weft_django.errors", "WorkflowCancelled"),
+    "SagaCompensationError": ("weft_django.errors", "SagaCompensationError"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.engine.definitions import activity as activity
     from weft_django.engine.definitions import workflow as workflow
     from weft_django.errors import ActivityCancelled as ActivityCancelled
+    from weft_django.errors import SagaCompensationError as SagaCompensationError
+    from weft_django.errors import WorkflowCancelled as WorkflowCancelled
 
 
 def __getattr__(name: str) -> Any:
@@ -43,6 +47,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ActivityCancelled",
     "ActivityInfo",
+    "SagaCompensationError",
+    "WorkflowCancelled",
     "__version__",
     "activity",
     "activity_info",
