@@ -13,10 +13,12 @@ from .fields import (
     JSONArgsField,
     JSONPayloadField,
     SecondsField,
+    StrictBooleanField,
     StrictCharField,
 )
 from .requests import (
     AsyncErrorSerializer,
+    CancelSerializer,
     ClaimListParams,
     CompleteAsyncSerializer,
     FailAsyncSerializer,
@@ -81,6 +83,8 @@ __all__ = [
     "QueryResultSerializer",
     "QuerySerializer",
     "ReasonSerializer",
+    "CancelSerializer",
+    "StrictBooleanField",
     "RunParams",
     "SecondsField",
     "SignalAcceptedSerializer",
