@@ -14,13 +14,13 @@ from weft_django.engine.definitions import registry
 from weft_django.errors import InvalidTransitionError
 from weft_django.models import WorkflowRun
 
-CALLS: Counter[str] = Counter()
+calls: Counter[str] = Counter()
 SEEN: list[str] = []
 
 
 @pytest.fixture(autouse=True)
 def _reset():
-    CALLS.clear()
+    calls.clear()
     SEEN.clear()
 
 
@@ -35,7 +35,7 @@ def settle(env) -> None:
 
 @activity()
 def cleanup_step(label: str) -> str:
-    CALLS[label] += 1
+    calls[label] += 1
     return f"cleaned {label}"
 
 
@@ -45,7 +45,7 @@ class CleanupBroke(Exception):
 
 @activity(non_retryable=(CleanupBroke,))
 def cleanup_breaks(label: str) -> None:
-    CALLS[label] += 1
+    calls[label] += 1
     raise CleanupBroke(f"{label} broke")
 
 
@@ -84,7 +84,7 @@ def cc_swallow(ctx, data):
     try:
         yield ctx.wait_for_signal("never")
     except Exception:  # swallows the cancel and returns normally
-        pass
+        SEEN.append("swallowed")
     return "returned normally"
 
 
@@ -135,7 +135,7 @@ def test_without_grace_a_cancel_is_immediate_and_runs_no_workflow_code(weft_env)
     assert run.cancel_requested_at is None
     assert claim_epoch("cc-now") == epoch + 1
     settle(weft_env)
-    assert CALLS == Counter()
+    assert calls == Counter()
     assert h.status() == "cancelled"
 
 
@@ -158,7 +158,7 @@ def test_grace_throws_workflow_cancelled_and_cleanup_runs_once(weft_env):
     run = latest("cc-fin")
     assert run.status == "cancelled", run.error
     assert run.error == {"type": "Cancelled", "message": "customer asked"}
-    assert CALLS == Counter({"finally": 1})
+    assert calls == Counter({"finally": 1})
     kinds = [kind for kind, _ in journal(run)]
     assert kinds == ["cancel", "activity"]
     assert h.status() == "cancelled"
@@ -171,12 +171,12 @@ def test_a_caught_cancel_may_yield_several_cleanup_commands_within_the_grace(wef
     client.cancel("cc-c", "why", grace=timedelta(minutes=1))
     settle(weft_env)
     assert latest("cc-c").status == "parked"  # sleeping inside the cleanup
-    assert CALLS == Counter({"a": 1})
+    assert calls == Counter({"a": 1})
     weft_env.advance(timedelta(seconds=5))
     weft_env.run_until_idle()
     run = latest("cc-c")
     assert run.status == "cancelled"
-    assert CALLS == Counter({"a": 1, "b": 1})
+    assert calls == Counter({"a": 1, "b": 1})
     assert SEEN == ["why"]
 
 
@@ -194,7 +194,7 @@ def test_the_grace_running_out_ends_the_run_at_once(weft_env):
     assert run.error["message"] == "hurry (cancel grace ran out)"
     weft_env.advance(timedelta(minutes=20))
     weft_env.run_until_idle()
-    assert CALLS == Counter()
+    assert calls == Counter()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -219,7 +219,7 @@ def test_force_ignores_the_workflow_default_grace(weft_env):
     run = client.cancel("cc-force", "now", force=True)
     assert run.status == "cancelled"
     settle(weft_env)
-    assert CALLS == Counter()
+    assert calls == Counter()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -230,7 +230,7 @@ def test_the_workflow_default_grace_applies_when_the_caller_names_none(weft_env)
     assert run.status == "parked" and run.cancel_deadline_at == weft_env.clock.now + 30_000
     settle(weft_env)
     assert latest("cc-def").status == "cancelled"
-    assert CALLS == Counter({"default": 1})
+    assert calls == Counter({"default": 1})
 
 
 @pytest.mark.django_db(transaction=True)
@@ -239,6 +239,7 @@ def test_a_swallowed_cancel_still_ends_cancelled(weft_env):
     weft_env.run_until_idle()
     client.cancel("cc-sw", "stop it", grace=10)
     settle(weft_env)
+    assert SEEN == ["swallowed"]
     run = latest("cc-sw")
     assert run.status == "cancelled"
     assert run.result is None
@@ -254,7 +255,7 @@ def test_cleanup_that_raises_fails_the_run(weft_env):
     run = latest("cc-raise")
     assert run.status == "failed"
     assert run.error["type"] == "ActivityError"
-    assert CALLS == Counter({"broken cleanup": 1})
+    assert calls == Counter({"broken cleanup": 1})
 
 
 @pytest.mark.django_db(transaction=True)
@@ -293,7 +294,7 @@ def test_a_parent_cancelled_with_grace_gives_its_children_the_same_grace(weft_en
     settle(weft_env)
     assert latest("cc-p").status == "cancelled"
     assert latest("cc-p:0").status == "cancelled"
-    assert CALLS == Counter({"parent": 1, "child one": 1})
+    assert calls == Counter({"parent": 1, "child one": 1})
 
 
 @pytest.mark.django_db(transaction=True)
@@ -305,7 +306,7 @@ def test_a_second_cancel_of_the_parent_ends_the_children_too(weft_env):
     assert latest("cc-p2").status == "cancelled"
     assert latest("cc-p2:0").status == "cancelled"
     settle(weft_env)
-    assert CALLS == Counter()
+    assert calls == Counter()
 
 
 # -- replay ---------------------------------------------------------------------------
@@ -319,7 +320,7 @@ def test_the_cleanup_path_replays_from_the_journal(weft_env):
     weft_env.run_until_idle()
     client.cancel("cc-rp", grace=60)
     settle(weft_env)
-    assert CALLS == Counter({"a": 1})
+    assert calls == Counter({"a": 1})
     # Drop every cached replay: the next turn replays the journal from the start.
     cache = weft_env.engine.workflow_cache
     if cache is not None:
@@ -328,7 +329,7 @@ def test_the_cleanup_path_replays_from_the_journal(weft_env):
     weft_env.advance(timedelta(seconds=5))
     weft_env.run_until_idle()
     assert latest("cc-rp").status == "cancelled"
-    assert CALLS == Counter({"a": 1, "b": 1})
+    assert calls == Counter({"a": 1, "b": 1})
     assert SEEN == ["", ""]  # the body saw the cancel live, then again on the replay
     assert [kind for kind, _ in journal(latest("cc-rp"))] == [
         "cancel",
@@ -337,3 +338,85 @@ def test_the_cleanup_path_replays_from_the_journal(weft_env):
         "activity",
     ]
     assert WorkflowRun.objects.filter(workflow_id="cc-rp").count() == 1
+
+
+# -- other ownership modes ------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("mode", ["none", "lease"])
+def test_grace_works_without_per_workflow_claims(mode):
+    """No claim to rotate: the request's version bump fences the driver, and the
+    wake_seq bump makes the owner drive the run again."""
+    from django.test import override_settings
+
+    from tests.support import ManualClock
+    from weft_django.engine.engine import Engine
+    from weft_django.models import ClaimEvent, OwnershipModeMarker
+
+    OwnershipModeMarker.objects.all().delete()
+    clock = ManualClock()
+    with override_settings(WEFT={"OWNERSHIP": mode}):
+        engine = Engine(clock=clock, background_tasks="manual", ownership=mode).boot()
+        try:
+            client.start("cc-finally", None, workflow_id=f"cc-mode-{mode}")
+            engine.run_until_idle()
+            run = client.cancel(f"cc-mode-{mode}", "no claims", grace=30)
+            assert run.status == "parked" and run.cancel_requested_at is not None
+            engine.run_until_idle()
+            run = latest(f"cc-mode-{mode}")
+            assert run.status == "cancelled", run.status
+            assert calls == Counter({"finally": 1})
+        finally:
+            engine.dispose(grace=0)
+    assert not ClaimEvent.objects.filter(kind="rotate").exists()
+
+
+# -- an in-flight step, and retry -----------------------------------------------------
+
+
+@activity()
+def cancels_itself(workflow_id: str) -> str:
+    """Asks for a cancel with a grace while it runs: its result must not commit."""
+    calls["in flight"] += 1
+    client.cancel(workflow_id, "overtaken", grace=60)
+    return "must not be recorded"
+
+
+@workflow(name="cc-overtaken")
+def cc_overtaken(ctx, data):
+    try:
+        return (yield ctx.run(cancels_itself, ctx.workflow_id))
+    except WorkflowCancelled as exc:
+        SEEN.append(exc.reason)
+        yield ctx.run(cleanup_step, "after overtaken")
+        raise
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_in_flight_when_the_cancel_lands_commits_nothing(weft_env):
+    client.start("cc-overtaken", None, workflow_id="cc-ov")
+    settle(weft_env)
+    run = latest("cc-ov")
+    assert run.status == "cancelled", (run.status, run.error)
+    assert SEEN == ["overtaken"]
+    assert calls == Counter({"in flight": 1, "after overtaken": 1})
+    entries = journal(run)
+    assert entries[0][0] == "cancel"  # the overtaken step's result was never recorded
+    assert [kind for kind, _ in entries] == ["cancel", "activity"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retry_of_a_failed_cleanup_runs_the_cleanup_again_without_the_old_deadline(weft_env):
+    client.start("cc-cleanup-raises", None, workflow_id="cc-retry")
+    weft_env.run_until_idle()
+    client.cancel("cc-retry", grace=10)
+    settle(weft_env)
+    assert latest("cc-retry").status == "failed"
+    weft_env.advance(60)  # long past the grace
+    client.retry("cc-retry")
+    run = latest("cc-retry")
+    assert run.cancel_deadline_at is None and run.cancel_requested_at is not None
+    weft_env.run_until_idle()
+    assert latest("cc-retry").status == "failed"  # the cleanup raised again, honestly
+    assert calls == Counter({"broken cleanup": 2})

@@ -22,7 +22,8 @@ def test_cancel_requested_is_shown_and_filtered(populated: Populated, admin_clie
     assert "cancel requested" in body
     detail = admin_client.get(_url(WorkflowRun, "change", _latest(populated.waiter).pk))
     text = detail.content.decode()
-    assert "cleanup please" in text and "cancel grace ends" in text.lower(), text[text.find("Cancel"):][:600]
+    assert "cleanup please" in text
+    assert "cancel grace ends" in text.lower()  # the admin capitalises labels
     others = admin_client.get(_url(WorkflowRun, "changelist"), {"cancel_requested": "no"})
     assert populated.waiter not in others.content.decode()
 

@@ -41,11 +41,12 @@ from weft_django.engine.operations.stop import (
     cancel_spec,
     run_stop,
 )
-from weft_django.engine.wakes import announce_event
+from weft_django.engine.wakes import WakeSubject, announce_event
 from weft_django.errors import InvalidTransitionError
 from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, WorkflowRun
 from weft_django.ownership.batch import Condition, RunCondition, Update, Write
 from weft_django.ownership.transitions import build_rotation
+
 
 def default_grace_ms(run: WorkflowRun) -> int | None:
     """The ``@workflow(cancel_grace=...)`` of the run's workflow, when this
@@ -179,7 +180,10 @@ def request_cancel(
             writes.extend(c_writes)
 
         def committed() -> WorkflowRun:
-            event = "released" if get_settings().ownership == "workflow-lease" else "signal"
+            # Released (an engine takes it over); without per-workflow claims,
+            # the owner drives it because wake_seq moved.
+            lease = get_settings().ownership == "workflow-lease"
+            event: WakeSubject = "released" if lease else "signal"
             for each in requested:
                 announce_event(event, each.pk, db, workflow_id=each.workflow_id)
             for each in ended:
