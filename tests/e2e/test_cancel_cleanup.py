@@ -420,3 +420,18 @@ def test_retry_of_a_failed_cleanup_runs_the_cleanup_again_without_the_old_deadli
     weft_env.run_until_idle()
     assert latest("cc-retry").status == "failed"  # the cleanup raised again, honestly
     assert calls == Counter({"broken cleanup": 2})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_of_two_racing_grace_requests_the_second_ends_the_run(weft_env):
+    """The second request read the run before the first committed: its batch's
+    "no request stored yet" condition fails, it reads again and ends the run."""
+    from weft_django.engine.operations.cancel import request_cancel
+
+    client.start("cc-slow-cleanup", None, workflow_id="cc-race")
+    weft_env.run_until_idle()
+    stale = latest("cc-race")
+    client.cancel("cc-race", "first", grace=300)
+    run = request_cancel("cc-race", "second", 300_000, run=stale)
+    assert run.status == "cancelled"
+    assert run.error == {"type": "Cancelled", "message": "second"}

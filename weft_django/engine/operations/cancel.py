@@ -44,7 +44,7 @@ from weft_django.engine.operations.stop import (
 from weft_django.engine.wakes import WakeSubject, announce_event
 from weft_django.errors import InvalidTransitionError
 from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, WorkflowRun
-from weft_django.ownership.batch import Condition, RunCondition, Update, Write
+from weft_django.ownership.batch import Condition, RowCondition, RunCondition, Update, Write
 from weft_django.ownership.transitions import build_rotation
 
 
@@ -98,17 +98,14 @@ def _request_writes(
 ) -> tuple[list[Condition], list[Write]]:
     """Mark ``run`` cancel-requested and rotate its claim (it stays drivable).
 
-    Conditioned on the run's exact version: a concurrent cancel request (or
-    any turn's commit) makes this attempt read again, and a second cancel
-    then finds the request and ends the run.
+    Conditioned on no request being stored yet (not on the run's version, so
+    a busy owner's commits do not make the request lose every retry): of two
+    concurrent requests one commits, the other reads again, finds it, and
+    ends the run as a second cancel.
     """
     conditions: list[Condition] = [
-        RunCondition(
-            run.pk,
-            statuses=frozenset(DRIVABLE_STATUSES),
-            version=run.version,
-            label=f"run:{run.workflow_id}",
-        )
+        RunCondition(run.pk, statuses=frozenset(DRIVABLE_STATUSES), label=f"run:{run.workflow_id}"),
+        RowCondition(WorkflowRun, run.pk, {"cancel_requested_at": None}, label="no-cancel-request"),
     ]
     values: dict[str, Any] = {
         "cancel_requested_at": timezone.now(),
@@ -196,7 +193,10 @@ def request_cancel(
     try:
         return commit_with_retries(workflow_id, "cancel", db, attempt)
     except _Immediate:
-        return run_stop(workflow_id, cancel_spec(reason), actor=actor)
+        latest = latest_run(workflow_id, db)
+        return run_stop(
+            workflow_id, cancel_spec(reason or latest.cancel_reason), actor=actor, run=latest
+        )
 
 
 class _Immediate(Exception):
