@@ -14,7 +14,7 @@ access refused — so ``client.query`` can replay read-only anywhere.
 ``Replay`` is the ``WorkflowRuntime`` that ``ctx`` declares: this module
 imports the context, never the reverse. The tree of one yield (leaves and groups,
 how a group is decided) is ``engine.branches``; the rest -- one state
-machine with its event and outcome types, read as one -- is just over 400
+machine with its event and outcome types, read as one -- is about 450
 lines.
 """
 
@@ -46,7 +46,7 @@ from weft_django.engine.context import SideEffectKind, WorkflowContext
 from weft_django.engine.definitions import WorkflowDefinition
 from weft_django.engine.errors_codec import error_record, rebuild_error
 from weft_django.engine.sandbox import WorkflowDatabaseAccessError as WorkflowDatabaseAccessError
-from weft_django.engine.sandbox import database_refused, json_copy
+from weft_django.engine.sandbox import close_body, database_refused, json_copy
 from weft_django.errors import NonDeterminismError, WorkflowCancelled
 
 RecordedKind = SideEffectKind | Literal["patch"]
@@ -158,26 +158,9 @@ class Replay:
         self.cancelled: WorkflowCancelled | None = None
 
     def __del__(self) -> None:
-        """Close the body quietly when this replay is dropped (evicted, replaced).
-
-        A cleanup ``yield`` inside ``finally`` makes the closing
-        ``GeneratorExit`` yield again, which Python reports as "generator
-        ignored GeneratorExit" when it closes the generator itself. Nothing
-        of a dropped replay is ever committed, so its body is closed here,
-        as often as it yields again (bounded), with database access refused.
-        """
+        """Close the body quietly when this replay is dropped (``sandbox.close_body``)."""
         gen, self._gen = getattr(self, "_gen", None), None
-        if gen is None or not hasattr(gen, "close"):
-            return
-        for _ in range(16):
-            try:
-                with database_refused():
-                    gen.close()
-                return
-            except RuntimeError:
-                continue  # it yielded in a finally: close again at that yield
-            except BaseException:
-                return
+        close_body(gen)
 
     # -- state ---------------------------------------------------------------
     @property
