@@ -435,3 +435,36 @@ def test_of_two_racing_grace_requests_the_second_ends_the_run(weft_env):
     run = request_cancel("cc-race", "second", 300_000, run=stale)
     assert run.status == "cancelled"
     assert run.error == {"type": "Cancelled", "message": "second"}
+
+
+@workflow(name="cc-slow-child")
+def cc_slow_child(ctx, data):
+    try:
+        yield ctx.wait_for_signal("never")
+    finally:
+        yield ctx.sleep(timedelta(minutes=10))  # a cleanup longer than the grace
+        yield ctx.run(cleanup_step, "slow child too late")
+
+
+@workflow(name="cc-slow-parent")
+def cc_slow_parent(ctx, data):
+    try:
+        yield ctx.start_child("cc-slow-child", None)
+    finally:
+        yield ctx.run(cleanup_step, "parent")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_grace_running_out_ends_a_child_still_cleaning_up(weft_env):
+    client.start("cc-slow-parent", None, workflow_id="cc-sp")
+    weft_env.run_until_idle()
+    client.cancel("cc-sp", grace=20)
+    settle(weft_env)
+    assert latest("cc-sp").status == "cancelled"  # its own cleanup was quick
+    assert latest("cc-sp:0").status == "parked"  # the child is still cleaning up
+    weft_env.advance(21)
+    weft_env.run_until_idle()
+    child = latest("cc-sp:0")
+    assert child.status == "cancelled"
+    assert child.error["message"] == "parent cc-sp was cancelled (cancel grace ran out)"
+    assert calls == Counter({"parent": 1})
