@@ -22,6 +22,8 @@ _LAZY = {
     "StaleFenceError": ("weft_django.errors", "StaleFenceError"),
     "fenced_update": ("weft_django.fencing", "fenced_update"),
     "afenced_update": ("weft_django.fencing", "afenced_update"),
+    "WorkflowCancelled": ("weft_django.errors", "WorkflowCancelled"),
+    "SagaCompensationError": ("weft_django.errors", "SagaCompensationError"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,7 +33,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.engine.definitions import activity as activity
     from weft_django.engine.definitions import workflow as workflow
     from weft_django.errors import ActivityCancelled as ActivityCancelled
+    from weft_django.errors import SagaCompensationError as SagaCompensationError
     from weft_django.errors import StaleFenceError as StaleFenceError
+    from weft_django.errors import WorkflowCancelled as WorkflowCancelled
     from weft_django.fencing import FencedModel as FencedModel
     from weft_django.fencing import afenced_update as afenced_update
     from weft_django.fencing import fenced_update as fenced_update
@@ -52,7 +56,9 @@ __all__ = [
     "ActivityCancelled",
     "ActivityInfo",
     "FencedModel",
+    "SagaCompensationError",
     "StaleFenceError",
+    "WorkflowCancelled",
     "__version__",
     "activity",
     "activity_info",

@@ -16,7 +16,7 @@ Lost races inside the claim protocol are *not* errors (SPEC §4.9: registry
 methods return result objects); these are raised only at the edges where a
 caller asked for something specific and cannot have it.
 
-Longer than 400 lines: a catalogue of nineteen small public classes, read as one.
+Longer than 400 lines: a catalogue of twenty-one small public classes, read as one.
 """
 
 from __future__ import annotations
@@ -438,6 +438,47 @@ class StaleFenceError(WeftError):
         )
 
 
+@_error
+class WorkflowCancelled(WeftError):
+    """Thrown into a workflow at its current wait when a cancel with a grace reaches it.
+
+    The workflow may catch it (or use ``try/finally``) and yield cleanup
+    commands until the grace runs out; the run then ends ``cancelled``
+    whatever the body returns (``failed`` if the cleanup raised something else).
+    """
+
+    code = "workflow_cancelled"
+    http_status = 409
+    workflow_id: str
+    reason: str
+
+    def _message(self) -> str:
+        return f'Workflow "{self.workflow_id}" was cancelled: {self.reason or "no reason given"}'
+
+
+@_error
+class SagaCompensationError(WeftError):
+    """At least one compensation of ``saga.compensate()`` failed for good.
+
+    Raised only after every compensation was tried, in reverse order;
+    ``outcomes`` lists each one as ``{"compensation", "status": "ok" | "failed",
+    "error"}`` in the order they ran, so nothing that did run is hidden.
+    """
+
+    code = "saga_compensation_failed"
+    http_status = 500
+    workflow_id: str
+    outcomes: list[dict[str, Any]]
+
+    def _message(self) -> str:
+        failed = [o for o in self.outcomes if o.get("status") != "ok"]
+        names = ", ".join(f"{o.get('compensation')} ({o.get('error')})" for o in failed)
+        return (
+            f'Workflow "{self.workflow_id}": {len(failed)} of {len(self.outcomes)} '
+            f"compensations failed: {names}"
+        )
+
+
 ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     WorkflowClaimUnavailableError,
     OwnershipModeMismatchError,
@@ -459,6 +500,8 @@ ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     PayloadError,
     ActivityCancelled,
     StaleFenceError,
+    WorkflowCancelled,
+    SagaCompensationError,
 )
 """Every concrete error class (the abstract base ``WeftError`` is not listed)."""
 

@@ -204,6 +204,15 @@ class WorkflowRun(models.Model):
         null=True, blank=True, help_text="no turn before this, ms (a failed turn's backoff)"
     )
     suspended_reason = models.TextField(blank=True, default="")
+    # A cancel with a grace (``operations.stop``): set in the batch that rotates
+    # the claim; the next turn delivers ``WorkflowCancelled`` into the body
+    # (a ``cancel`` journal event) and the run ends ``cancelled`` by itself, or
+    # is ended at once when ``cancel_deadline_at`` (engine clock, ms) passes.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    cancel_reason = models.TextField(blank=True, default="")
+    cancel_deadline_at = models.BigIntegerField(
+        null=True, blank=True, help_text="end of the cancel grace, ms"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)

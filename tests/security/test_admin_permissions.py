@@ -78,7 +78,7 @@ def test_view_only_staff_cannot_run_actions(django_user_model: Any) -> None:
     url = reverse("admin:weft_workflowrun_changelist")
     page = browser.get(url)
     assert page.status_code == 200
-    for action in ("cancel_runs", "suspend_runs", "resume_runs", "retry_runs"):
+    for action in ("cancel_runs", "force_cancel_runs", "suspend_runs", "resume_runs", "retry_runs"):
         assert f'value="{action}"'.encode() not in page.content
         browser.post(url, {"action": action, "_selected_action": [handle.run_id], "index": "0"})
         assert WorkflowRun.objects.get(pk=handle.run_id).status == "pending", action

@@ -161,6 +161,7 @@ def _claim_epoch() -> int:
 #: Admin action -> (model, state it needs, selected pk, how to see it worked).
 ADMIN_ACTIONS: dict[str, tuple[str, Callable[[Any], None], Callable[[], bool]]] = {
     "cancel_runs": ("workflowrun", _pending, lambda: _status() == "cancelled"),
+    "force_cancel_runs": ("workflowrun", _pending, lambda: _status() == "cancelled"),
     "suspend_runs": ("workflowrun", _pending, lambda: _status() == "suspended"),
     "resume_runs": ("workflowrun", _suspended, lambda: _status() == "pending"),
     "retry_runs": ("workflowrun", _failed, lambda: _status() == "pending"),

@@ -102,6 +102,17 @@ SAMPLES: dict[type[WeftError], dict[str, Any]] = dict(
                 "stored_epoch": 4,
             },
         ),
+        (errors_module.WorkflowCancelled, {"workflow_id": "wf-12", "reason": "customer asked"}),
+        (
+            errors_module.SagaCompensationError,
+            {
+                "workflow_id": "wf-13",
+                "outcomes": [
+                    {"compensation": "refund", "status": "failed", "error": "gateway down"},
+                    {"compensation": "release_stock", "status": "ok", "error": None},
+                ],
+            },
+        ),
     ]
 )
 
@@ -117,7 +128,7 @@ def test_every_public_error_class_is_listed_and_sampled() -> None:
         if inspect.isclass(obj) and issubclass(obj, WeftError) and obj is not WeftError
     }
     assert set(ERROR_CLASSES) == public
-    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 20
+    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 22
     assert set(SAMPLES) == public
     assert set(errors_module.__all__) >= {c.__name__ for c in public}
 
@@ -153,6 +164,8 @@ def test_codes_are_unique_stable_snake_case() -> None:
         (PayloadError, 400),
         (errors_module.ActivityCancelled, 409),
         (errors_module.StaleFenceError, 409),
+        (errors_module.WorkflowCancelled, 409),
+        (errors_module.SagaCompensationError, 500),
     ],
 )
 def test_http_status(cls: type[WeftError], status: int) -> None:

@@ -88,18 +88,43 @@ class ActivityHeartbeatInline(ReadOnlyInline):
         return admin_link("admin:weft_enginerecord_change", beat.engine_id, beat.engine_id)
 
 
+class CancelRequestedFilter(admin.SimpleListFilter):
+    """Runs cleaning up under a cancel with a grace (``cancel_requested_at`` set)."""
+
+    title = "cancel requested"
+    parameter_name = "cancel_requested"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "yes"), ("no", "no")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> Any:
+        if self.value() == "yes":
+            return queryset.filter(cancel_requested_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(cancel_requested_at__isnull=True)
+        return queryset
+
+
 @admin.register(WorkflowRun)
 class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
     """Runs with their owner, journal, timers, activity progress and claim history;
     actions via ``client``."""
 
-    list_display = ("workflow_id", "name", "status", "owner_engine", "claim_epoch", "age")
-    list_filter = ("status", "name")
+    list_display = (
+        "workflow_id",
+        "name",
+        "status",
+        "cancel_requested",
+        "owner_engine",
+        "claim_epoch",
+        "age",
+    )
+    list_filter = ("status", CancelRequestedFilter, "name")
     search_fields = ("workflow_id", "idempotency_key")
     search_help_text = "workflow id or idempotency key"
     list_per_page = 50
     inlines = (JournalEntryInline, TimerInline, ActivityHeartbeatInline)
-    actions = ("cancel_runs", "suspend_runs", "resume_runs", "retry_runs")
+    actions = ("cancel_runs", "force_cancel_runs", "suspend_runs", "resume_runs", "retry_runs")
     readonly_fields = (
         "id",
         "workflow_id",
@@ -112,6 +137,9 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
         "parent",
         "continued_from",
         "suspended_reason",
+        "cancel_requested_at",
+        "cancel_reason",
+        "cancel_deadline_text",
         "created_at",
         "started_at",
         "finished_at",
@@ -135,6 +163,7 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
                     "idempotency_key",
                     ("parent", "continued_from"),
                     "suspended_reason",
+                    ("cancel_requested_at", "cancel_reason", "cancel_deadline_text"),
                     ("created_at", "started_at", "finished_at", "age"),
                     ("start_at_text", "deadline_text"),
                 )
@@ -192,6 +221,14 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
     def deadline_text(self, run: WorkflowRun) -> str:
         return format_ms(run.deadline_at)
 
+    @admin.display(description="cancel requested", boolean=True, ordering="cancel_requested_at")
+    def cancel_requested(self, run: WorkflowRun) -> bool:
+        return run.cancel_requested_at is not None
+
+    @admin.display(description="cancel grace ends")
+    def cancel_deadline_text(self, run: WorkflowRun) -> str:
+        return format_ms(run.cancel_deadline_at)
+
     @admin.display(description="input")
     def input_pretty(self, run: WorkflowRun) -> SafeString:
         return pre_json(run.input)
@@ -241,13 +278,29 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
             shown = ", ".join(done[:10]) + (f" and {len(done) - 10} more" if len(done) > 10 else "")
             messages.success(request, f"{verb.capitalize()}: {shown}.")
 
-    @admin.action(description="Cancel selected runs (rotates their claims)", permissions=["change"])
+    @admin.action(
+        description="Cancel selected runs (rotates their claims; the workflow's cancel_grace "
+        "for cleanup, if it declares one)",
+        permissions=["change"],
+    )
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
         self._apply(
             request,
             queryset,
             "cancelled",
             lambda wid, who: client.cancel(wid, f"cancelled by {who}", actor=who),
+        )
+
+    @admin.action(
+        description="Force cancel selected runs (at once: no cleanup, ends a run cleaning up)",
+        permissions=["change"],
+    )
+    def force_cancel_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+        self._apply(
+            request,
+            queryset,
+            "force cancelled",
+            lambda wid, who: client.cancel(wid, f"force cancelled by {who}", force=True, actor=who),
         )
 
     @admin.action(
@@ -270,4 +323,10 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
         self._apply(request, queryset, "retried", lambda wid, who: client.retry(wid))
 
 
-__all__ = ["ActivityHeartbeatInline", "JournalEntryInline", "TimerInline", "WorkflowRunAdmin"]
+__all__ = [
+    "ActivityHeartbeatInline",
+    "CancelRequestedFilter",
+    "JournalEntryInline",
+    "TimerInline",
+    "WorkflowRunAdmin",
+]

@@ -34,6 +34,7 @@ from weft_django.engine.commands import (
     WaitUntil,
 )
 from weft_django.engine.definitions import activity_definition
+from weft_django.engine.saga import Saga
 
 SideEffectKind = Literal["now", "uuid", "random"]
 """Values ``ctx`` records once and replays (``patch`` has ``patched()``)."""
@@ -195,6 +196,12 @@ class WorkflowContext:
 
     def continue_as_new(self, input: Any = None) -> ContinueAsNew:
         return ContinueAsNew(input)
+
+    def saga(self) -> Saga:
+        """A saga: ``saga.add(compensation, *args)`` after each step, then
+        ``yield from saga.compensate()`` to undo them in reverse order
+        (``engine.saga``). Built by the body, so replay rebuilds it."""
+        return Saga(self)
 
     # -- recorded values -----------------------------------------------------
     def now(self) -> datetime:

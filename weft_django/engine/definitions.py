@@ -87,6 +87,9 @@ class WorkflowDefinition:
 
     name: str
     fn: Callable[..., Any]
+    #: The grace a cancel of this workflow gets when the caller names none
+    #: (``@workflow(cancel_grace=...)``); ``None``: an immediate cancel.
+    cancel_grace_ms: int | None = None
 
 
 @dataclass
@@ -105,7 +108,7 @@ class WorkflowRegistry:
             if name not in self.workflows:
                 raise UnknownWorkflowType(name)
             before = self.workflows[name]
-            self.workflows[name] = WorkflowDefinition(name, fn)
+            self.workflows[name] = WorkflowDefinition(name, fn, before.cancel_grace_ms)
         try:
             yield
         finally:
@@ -117,8 +120,16 @@ registry = WorkflowRegistry()
 """The default registry, filled by ``@workflow`` and ``@activity``."""
 
 
-def workflow(name: str | None = None) -> Callable[[F], F]:
-    """Register a generator function as the workflow ``name``."""
+def workflow(
+    name: str | None = None, *, cancel_grace: timedelta | float | None = None
+) -> Callable[[F], F]:
+    """Register a generator function as the workflow ``name``.
+
+    ``cancel_grace``: how long a cancel that names no grace lets the workflow
+    clean up (``WorkflowCancelled`` is thrown into it); ``None``: a cancel
+    ends the run at once, as it always did.
+    """
+    grace_ms = optional_ms(cancel_grace, "workflow cancel_grace", allow_zero=False)
 
     def decorate(fn: F) -> F:
         wf_name = name or fn.__name__
@@ -129,7 +140,7 @@ def workflow(name: str | None = None) -> Callable[[F], F]:
                 raise ValueError(
                     f"workflow name {wf_name!r} is already registered by {_qualname(existing.fn)}"
                 )
-            registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn)
+            registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn, grace_ms)
         fn.__weft_workflow__ = wf_name  # type: ignore[attr-defined]
         return fn
 

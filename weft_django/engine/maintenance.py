@@ -159,6 +159,7 @@ class Maintenance:
                 wake=Min("wake_at", filter=Q(status="parked")),
                 start=Min("start_at", filter=Q(status="pending")),
                 deadline=Min("deadline_at"),
+                cancel=Min("cancel_deadline_at"),
                 retry=Min("turn_retry_at"),
             )
         )
@@ -186,13 +187,20 @@ class Maintenance:
             return 0
 
     def time_out_expired_runs(self) -> int:
+        """End live runs past their execution deadline (``timed_out``) or past
+        their cancel grace (``cancelled``): one statement for both."""
         now = self.engine.now_ms()
         expired = WorkflowRun.objects.using(self.db).filter(
-            deadline_at__lte=now, status__in=LIVE_STATUSES
+            Q(deadline_at__lte=now) | Q(cancel_deadline_at__lte=now), status__in=LIVE_STATUSES
         )[:BATCH]
         count = 0
+        actor = self.engine.engine_id
         for run in expired:
-            if operations.timeout(run, actor=self.engine.engine_id) is not None:
+            if run.cancel_deadline_at is not None and run.cancel_deadline_at <= now:
+                ended = operations.end_cancel_grace(run, actor=actor)
+            else:
+                ended = operations.timeout(run, actor=actor)
+            if ended is not None:
                 count += 1
         return count
 

@@ -14,7 +14,7 @@ access refused — so ``client.query`` can replay read-only anywhere.
 ``Replay`` is the ``WorkflowRuntime`` that ``ctx`` declares: this module
 imports the context, never the reverse. The tree of one yield (leaves and groups,
 how a group is decided) is ``engine.branches``; the rest -- one state
-machine with its event and outcome types, read as one -- is just over 400
+machine with its event and outcome types, read as one -- is about 450
 lines.
 """
 
@@ -28,6 +28,7 @@ from weft_django.engine.branches import (
     Group,
     Leaf,
     Node,
+    abandon,
     delivered,
     eligible,
     settle_empty,
@@ -45,14 +46,15 @@ from weft_django.engine.context import SideEffectKind, WorkflowContext
 from weft_django.engine.definitions import WorkflowDefinition
 from weft_django.engine.errors_codec import error_record, rebuild_error
 from weft_django.engine.sandbox import WorkflowDatabaseAccessError as WorkflowDatabaseAccessError
-from weft_django.engine.sandbox import database_refused, json_copy
-from weft_django.errors import NonDeterminismError
+from weft_django.engine.sandbox import close_body, database_refused, json_copy
+from weft_django.errors import NonDeterminismError, WorkflowCancelled
 
 RecordedKind = SideEffectKind | Literal["patch"]
 InfoKind = Literal["async-token", "async-handout"]
-EventKind = LeafKind | RecordedKind | InfoKind | Literal["signal-handler"]
+EventKind = LeafKind | RecordedKind | InfoKind | Literal["signal-handler", "cancel"]
 """What a journal entry records: a leaf command's outcome, a recorded value, a
-note about a leaf (its async token, its hand-out), or a signal handler's delivery."""
+note about a leaf (its async token, its hand-out), a signal handler's delivery,
+or the delivery of a cancel with a grace (``WorkflowCancelled`` at that point)."""
 
 SIDE_EFFECT_KINDS: frozenset[str] = frozenset({"now", "uuid", "random", "patch"})
 INFO_KINDS: frozenset[str] = frozenset({"async-token", "async-handout"})
@@ -150,6 +152,15 @@ class Replay:
         self.ctx = WorkflowContext(self, workflow_id, run_id, definition.name)
         self._input = json_copy(input)
         self._gen: Any = None
+        # Set once a ``cancel`` event was applied: the body is cleaning up, and
+        # however it ends the run ends ``cancelled`` (``failed`` if it raised
+        # something else). Rebuilt by replay, like everything here.
+        self.cancelled: WorkflowCancelled | None = None
+
+    def __del__(self) -> None:
+        """Close the body quietly when this replay is dropped (``sandbox.close_body``)."""
+        gen, self._gen = getattr(self, "_gen", None), None
+        close_body(gen)
 
     # -- state ---------------------------------------------------------------
     @property
@@ -239,6 +250,11 @@ class Replay:
     def apply(self, event: Event) -> None:
         """Feed an event the engine just committed (live)."""
         self.events.append(event)
+
+    def cancel_event(self, reason: str) -> Event:
+        """The ``cancel`` event to record at the frontier (the engine commits
+        it, then ``apply``s it): the blocked wait raises ``WorkflowCancelled``."""
+        return Event(self.next_position, "cancel", None, "", {"reason": reason})
 
     def _compact(self) -> None:
         """At the frontier every event is applied: drop them (positions stay)."""
@@ -361,6 +377,9 @@ class Replay:
         if event.kind == "signal-handler":
             self._deliver_signal(event.target, event.result)
             return
+        if event.kind == "cancel":
+            self._cancel_blocked(event)
+            return
         if event.kind in SIDE_EFFECT_KINDS:
             raise self._diverge(event.position, _describe(event), "a blocked workflow")
         leaf = self.leaves.get(event.command) if event.command is not None else None
@@ -387,6 +406,22 @@ class Replay:
         else:
             leaf.value = event.result
         settle_parent(leaf, self._abandoned)
+
+    def _cancel_blocked(self, event: Event) -> None:
+        """A cancel with a grace reached the body: its blocked wait is
+        abandoned (timers dropped, attempts discarded, children left to their
+        own cancel) and settles with ``WorkflowCancelled``, which the body
+        receives where it waits. A second ``cancel`` event cannot be recorded
+        (the engine delivers once), so one found here is ignored."""
+        if self.cancelled is not None:
+            return
+        reason = event.result.get("reason", "") if isinstance(event.result, dict) else ""
+        self.cancelled = WorkflowCancelled(self.workflow_id, str(reason))
+        blocked = self._blocked
+        assert blocked is not None and blocked.live
+        abandon(blocked, self._abandoned)
+        blocked.settled = True
+        blocked.error = self.cancelled
 
     def _deliver_signal(self, name: str, payload: Any) -> None:
         handler = self.ctx.signal_handlers.get(name)

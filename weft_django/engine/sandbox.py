@@ -42,9 +42,31 @@ def database_refused() -> Iterator[None]:
         yield
 
 
+def close_body(gen: Any, *, limit: int = 16) -> None:
+    """Close a dropped workflow generator quietly, with database access refused.
+
+    Why: cleanup may ``yield`` inside ``finally`` (a cancel with a grace), so
+    the ``GeneratorExit`` of a close makes the body yield again, which Python
+    reports as "generator ignored GeneratorExit" when it closes the
+    generator itself. Nothing of a dropped replay is ever committed, so the
+    body is closed here as often as it yields again (at most ``limit``).
+    """
+    if gen is None or not hasattr(gen, "close"):
+        return
+    for _ in range(limit):
+        try:
+            with database_refused():
+                gen.close()
+            return
+        except RuntimeError:
+            continue  # it yielded in a finally: close again at that yield
+        except BaseException:
+            return
+
+
 def json_copy(value: Any) -> Any:
     """The JSON round trip every value takes before it enters the generator."""
     return json.loads(json.dumps(to_json_value(value), cls=DjangoJSONEncoder))
 
 
-__all__ = ["WorkflowDatabaseAccessError", "database_refused", "json_copy"]
+__all__ = ["WorkflowDatabaseAccessError", "close_body", "database_refused", "json_copy"]

@@ -13,10 +13,12 @@ from .fields import (
     JSONArgsField,
     JSONPayloadField,
     SecondsField,
+    StrictBooleanField,
     StrictCharField,
 )
 from .requests import (
     AsyncErrorSerializer,
+    CancelSerializer,
     ClaimListParams,
     CompleteAsyncSerializer,
     FailAsyncSerializer,
@@ -60,6 +62,7 @@ __all__ = [
     "ActivityHeartbeatSerializer",
     "AsyncErrorSerializer",
     "AsyncSettledSerializer",
+    "CancelSerializer",
     "ClaimCountsSerializer",
     "ClaimEventSerializer",
     "ClaimListParams",
@@ -86,6 +89,7 @@ __all__ = [
     "SignalAcceptedSerializer",
     "SignalSerializer",
     "StartWorkflowSerializer",
+    "StrictBooleanField",
     "StrictCharField",
     "ValidationErrorSerializer",
     "WakeCountSerializer",

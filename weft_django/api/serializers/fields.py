@@ -75,6 +75,19 @@ class SecondsField(serializers.FloatField):
         return float(super().to_internal_value(data))
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON ``true`` or ``false`` only (DRF's ``BooleanField`` also takes
+    ``"yes"``, ``1``, ``"on"``...): ``force: "false"`` must be a 400, not a
+    forced cancel."""
+
+    default_error_messages = {"not_a_boolean": "Must be true or false."}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("not_a_boolean")
+        return data
+
+
 @extend_schema_field(OpenApiTypes.ANY)
 class JSONPayloadField(serializers.Field):
     """Any JSON value, validated by ``payload.normalize`` as ``what``.

@@ -18,7 +18,13 @@ from weft_django.errors import PayloadError, UnknownWorkflowType
 from weft_django.ids import WORKFLOW_ID_HELP, WORKFLOW_ID_RE
 from weft_django.models import RUN_STATUSES
 
-from .fields import JSONArgsField, JSONPayloadField, SecondsField, StrictCharField
+from .fields import (
+    JSONArgsField,
+    JSONPayloadField,
+    SecondsField,
+    StrictBooleanField,
+    StrictCharField,
+)
 
 
 class StartWorkflowSerializer(serializers.Serializer):
@@ -100,6 +106,29 @@ class ReasonSerializer(serializers.Serializer):
         max_length=200,
         help_text="Recorded on the run and in the claim event.",
     )
+
+
+class CancelSerializer(ReasonSerializer):
+    """``POST workflows/<id>/cancel/``: a reason, and a grace for cleanup or force."""
+
+    grace = SecondsField(
+        required=False,
+        allow_null=True,
+        help_text="Seconds the workflow may clean up (WorkflowCancelled is thrown into it); "
+        "default: the workflow's cancel_grace, else an immediate cancel.",
+    )
+    force = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="End the run at once, whatever the grace (not with grace).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("force") and attrs.get("grace") is not None:
+            raise serializers.ValidationError(
+                {"grace": ["Give grace or force=true, not both."]}, code="invalid"
+            )
+        return attrs
 
 
 class QuerySerializer(serializers.Serializer):

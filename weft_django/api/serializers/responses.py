@@ -131,6 +131,16 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
     deadline_at = serializers.IntegerField(allow_null=True, help_text="Execution deadline, ms.")
     wake_at = serializers.IntegerField(allow_null=True, help_text="Earliest timer, ms.")
     suspended_reason = serializers.CharField(allow_blank=True)
+    cancel_requested_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When a cancel with a grace was asked for (the run is cleaning up), or null.",
+    )
+    cancel_reason = serializers.CharField(
+        allow_blank=True, help_text="The reason of that cancel request."
+    )
+    cancel_deadline_at = serializers.IntegerField(
+        allow_null=True, help_text="End of the cancel grace, ms: the run is ended then."
+    )
     pending_async_token = PendingAsyncSerializer(
         allow_null=True,
         help_text="The first pending async activity (lowest position), or null. Tokens are "
@@ -159,6 +169,9 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
             "deadline_at",
             "wake_at",
             "suspended_reason",
+            "cancel_requested_at",
+            "cancel_reason",
+            "cancel_deadline_at",
             "pending_async_token",
             "pending_async_activities",
             "heartbeats",

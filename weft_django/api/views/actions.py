@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from weft_django.api.exceptions import QueryFailed
 from weft_django.api.schema import WORKFLOW_TAG, action_responses
 from weft_django.api.serializers import (
+    CancelSerializer,
     PurgeResultSerializer,
     QueryResultSerializer,
     QuerySerializer,
@@ -65,20 +66,32 @@ class WorkflowSignalView(WorkflowActionView):
         operation_id="weft_workflows_cancel",
         tags=WORKFLOW_TAG,
         summary="Cancel a run",
-        description="Immediate (no workflow code runs); cascades to live children; rotates "
-        "the claim's epoch. A terminal run → 409.",
-        request=ReasonSerializer,
+        description="Rotates the claim's epoch, so the running owner's in-flight step commits "
+        "nothing. Without a grace (none given, no workflow cancel_grace) or with force=true: "
+        "immediate (no workflow code runs), cascading to live children. With a grace: the run "
+        "is marked cancel-requested and stays drivable; WorkflowCancelled is thrown into it so "
+        "it can clean up, its children get the same grace, and it ends cancelled (failed if "
+        "cleanup raised) or at once when the grace runs out or on a second cancel. "
+        "A terminal run → 409.",
+        request=CancelSerializer,
         responses=action_responses(WorkflowDetailSerializer),
     )
 )
 class WorkflowCancelView(WorkflowActionView):
     """``workflows/<id>/cancel/``."""
 
-    body = ReasonSerializer
+    body = CancelSerializer
 
     def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
         reason = data.get("reason") or ""
-        return detail_response(client.cancel(workflow_id, reason, actor=actor(request)))
+        run = client.cancel(
+            workflow_id,
+            reason,
+            grace=data.get("grace"),
+            force=bool(data.get("force")),
+            actor=actor(request),
+        )
+        return detail_response(run)
 
 
 @extend_schema_view(

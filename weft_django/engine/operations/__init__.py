@@ -9,8 +9,8 @@ commit -> retry, and every durable write through the conditional batch.
 from __future__ import annotations
 
 from weft_django.engine.operations._loop import MAX_ATTEMPTS, latest_run
+from weft_django.engine.operations.cancel import cancel, end_cancel_grace
 from weft_django.engine.operations.stop import (
-    cancel,
     force_release,
     purge,
     purge_older_than,
@@ -22,6 +22,7 @@ from weft_django.engine.operations.wake import resume, retry, settle_async, sign
 __all__ = [
     "MAX_ATTEMPTS",
     "cancel",
+    "end_cancel_grace",
     "force_release",
     "latest_run",
     "purge",

@@ -1,5 +1,8 @@
 """Stops: cancel, suspend, timeout, purge, retention, force release (SPEC §2, §4.4).
 
+(``operations.cancel`` decides between an immediate cancel -- ``run_stop``
+with ``cancel_spec`` -- and a cancel with a grace for cleanup.)
+
 Why these rotate the claim: each one ends the current owner's right to the
 workflow. In the same batch that writes the new state they rotate the claim
 (epoch + 1, holder deleted), so the running owner's next fenced write fails
@@ -190,10 +193,6 @@ def run_stop(
     return commit_with_retries(workflow_id, spec.action, db, attempt)
 
 
-def cancel(workflow_id: str, reason: str = "", *, actor: str = "client") -> WorkflowRun:
-    return run_stop(workflow_id, cancel_spec(reason), actor=actor)
-
-
 def suspend(workflow_id: str, reason: str = "", *, actor: str = "client") -> WorkflowRun:
     return run_stop(workflow_id, suspend_spec(reason), actor=actor)
 
@@ -322,7 +321,6 @@ def purge_older_than(age: timedelta, *, actor: str = "client", limit: int | None
 __all__ = [
     "TIMEOUT",
     "StopSpec",
-    "cancel",
     "cancel_spec",
     "force_release",
     "purge",

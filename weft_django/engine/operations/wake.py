@@ -103,7 +103,15 @@ def retry(workflow_id: str) -> WorkflowRun:
         workflow_id,
         "retry",
         ("failed", "timed_out"),
-        {"error": None, "result": None, "finished_at": None, "deadline_at": None},
+        # A run whose cleanup after a cancel failed keeps its journal's cancel
+        # event (the retry re-runs the cleanup) but no longer its grace's end.
+        {
+            "error": None,
+            "result": None,
+            "finished_at": None,
+            "deadline_at": None,
+            "cancel_deadline_at": None,
+        },
     )
 
 

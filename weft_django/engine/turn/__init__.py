@@ -26,6 +26,7 @@ from weft_django.engine.errors_codec import error_record
 from weft_django.engine.replay import ContinuedAsNew, Diverged, Failed, Finished, Leaf, Replay
 from weft_django.engine.store import RunInbox, load_events, load_inbox
 from weft_django.engine.turn.async_activity import void_async_tokens
+from weft_django.engine.turn.cancel import cancel_error, deliver_cancel
 from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnState
 from weft_django.engine.turn.concurrent import await_attempts, commit_finished
@@ -66,6 +67,14 @@ class Turn(TurnState):
                     return "suspended"
             outcome = self.replay.advance()
             self._note_abandoned()
+            if self.replay.cancelled is not None and isinstance(outcome, Finished | Failed):
+                # Cleanup is over: a cancelled run ends cancelled even when the
+                # body swallowed the cancel (issue #17); failed if cleanup raised.
+                if isinstance(outcome, Failed) and outcome.error.get("type") != "WorkflowCancelled":
+                    stop(self, "failed", error=outcome.error, release=True)
+                    return "failed"
+                stop(self, "cancelled", error=cancel_error(self), release=True)
+                return "cancelled"
             if isinstance(outcome, Finished):
                 stop(self, "completed", result=outcome.result, release=True)
                 return "completed"
@@ -92,6 +101,8 @@ class Turn(TurnState):
                 wid = self.run.workflow_id
                 logger.info("turn of %s stopped at a checkpoint: engine stopping", wid)
                 return "running"
+            if deliver_cancel(self):
+                continue
             if self._progress(outcome.open, inbox):
                 continue
             if self.attempts:

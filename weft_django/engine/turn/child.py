@@ -106,7 +106,13 @@ def cancel_abandoned_children(turn: TurnState, inbox: RunInbox | None = None) ->
     children = (inbox if inbox is not None else load_inbox(turn.run, turn.db)).children
     for leaf in leaves:
         child = children.get(leaf.id)
-        if child is not None and child.status in LIVE_STATUSES:
+        # A child under its own cancel request (a parent cancelled with a
+        # grace asked it in the same batch) is left to clean up within it.
+        if (
+            child is not None
+            and child.status in LIVE_STATUSES
+            and child.cancel_requested_at is None
+        ):
             try:
                 external.cancel(
                     child.workflow_id, "cancelled with its branch", actor=turn.host.engine_id

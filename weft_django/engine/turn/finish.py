@@ -29,8 +29,9 @@ from weft_django.ownership.batch import Delete, Insert, Update, Write
 
 logger = logging.getLogger("weft_django.engine")
 
-EndStatus = Literal["completed", "failed", "suspended"]
-"""How a turn can leave a run for good (``suspended`` until resumed)."""
+EndStatus = Literal["completed", "failed", "cancelled", "suspended"]
+"""How a turn can leave a run for good (``suspended`` until resumed;
+``cancelled`` after a cancel with a grace was delivered and cleanup ended)."""
 
 
 def stop(
