@@ -24,7 +24,7 @@ from django.db import connection, connections
 import tests.api.workflows as api_workflows
 from tests.e2e.helpers import claim_epoch, latest
 from weft_django import client, workflow
-from weft_django.engine import adone, aclient
+from weft_django.engine import aclient, adone
 from weft_django.errors import (
     InvalidTransitionError,
     PayloadError,
@@ -223,9 +223,7 @@ class _Spy:
         monkeypatch.setattr(adone, "open_waiter", open_waiter)
 
 
-async def _wait_while_ticking(
-    handle: Any, finish: Callable[[], Any]
-) -> tuple[Any, int]:
+async def _wait_while_ticking(handle: Any, finish: Callable[[], Any]) -> tuple[Any, int]:
     """``aresult`` while a ticker runs on the same loop and a thread finishes the run."""
     ticks = 0
     stop = asyncio.Event()
