@@ -54,8 +54,8 @@ class SignalWithStartResultSerializer(serializers.Serializer):
         "of another workflow → 409 workflow_already_running, nothing written.",
         request=SignalWithStartSerializer,
         responses={
-            **action_responses(SignalWithStartResultSerializer, status=202),
             201: SignalWithStartResultSerializer,
+            **action_responses(SignalWithStartResultSerializer, status=202),
         },
     )
 )
