@@ -63,6 +63,13 @@ def ac_boom(ctx: Any, data: Any) -> Any:
     raise ValueError("boom")
 
 
+@workflow(name="ac-loop")
+def ac_loop(ctx: Any, data: Any) -> Any:
+    if data["n"] < 2:
+        yield ctx.continue_as_new({"n": data["n"] + 1})
+    return {"final": data["n"], "run": ctx.run_id}
+
+
 def run(coro: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(coro)
 
@@ -143,6 +150,15 @@ def test_asignal_aquery_and_aresult_of_a_failure(weft_env: Any) -> None:
     with pytest.raises(WorkflowFailedError):
         run(failing.aresult(timeout=1))
     assert run(failing.aerror())["message"] == "boom"
+
+
+def test_aresult_follows_continue_as_new(weft_env: Any) -> None:
+    handle = run(client.astart("ac-loop", {"n": 0}, workflow_id="ac-11"))
+    weft_env.run_until_idle()
+    result = run(handle.aresult(timeout=1))
+    assert result["final"] == 2
+    assert result["run"] != handle.run_id and result["run"] == str(latest("ac-11").pk)
+    assert result == handle.result(timeout=1)  # what the sync result says
 
 
 def test_aresult_times_out() -> None:
@@ -268,3 +284,16 @@ def test_aresult_waits_without_blocking_the_loop(weft_env: Any, monkeypatch: Any
         assert spy.opened >= 1 and True in spy.returns, spy.returns
     else:
         assert spy.opened == 0  # no async LISTEN there: aresult polled with asyncio.sleep
+
+
+def test_a_failing_async_listen_falls_back_to_polling(weft_env: Any, monkeypatch: Any) -> None:
+    from weft_django.transports import anotify
+
+    async def refused(using: str) -> Any:
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(anotify, "_hub", refused)
+    assert run(anotify.open_done_waiter("default", "some-run")) is None
+    handle = run(client.astart("ac-echo", "p", workflow_id="ac-12"))
+    weft_env.run_until_idle()
+    assert run(handle.aresult(timeout=5)) == {"echo": "p"}

@@ -29,7 +29,8 @@ class AsyncDoneWaiter(Protocol):
     async def close(self) -> None: ...
 
 
-AsyncDoneFactory = Callable[[str, str], Awaitable[AsyncDoneWaiter]]
+#: ``(using, run_id) -> waiter``, or ``None`` when it cannot listen now (the caller polls).
+AsyncDoneFactory = Callable[[str, str], Awaitable[AsyncDoneWaiter | None]]
 
 _factories: dict[str, AsyncDoneFactory] = {}
 

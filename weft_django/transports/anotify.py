@@ -136,9 +136,15 @@ async def _hub(using: str) -> _AsyncDoneHub:
         return hub
 
 
-async def open_done_waiter(using: str, run_id: str) -> adone.AsyncDoneWaiter:
-    """An async waiter for ``run_id``'s finish on this loop's shared connection."""
-    return (await _hub(using)).subscribe(run_id)
+async def open_done_waiter(using: str, run_id: str) -> adone.AsyncDoneWaiter | None:
+    """An async waiter for ``run_id``'s finish on this loop's shared connection;
+    ``None`` when it cannot connect (the caller polls: a wake is only a hint)."""
+    try:
+        hub = await _hub(using)
+    except Exception:
+        logger.warning("async LISTEN %s failed; polling", DONE_CHANNEL, exc_info=True)
+        return None
+    return hub.subscribe(run_id)
 
 
 async def aclose_done_hubs() -> None:
