@@ -18,6 +18,7 @@ EXPECTED = {
     (W, "get"),
     (W + "history/", "get"),
     (W + "signal/", "post"),
+    (W + "signal-with-start/", "post"),
     (W + "cancel/", "post"),
     (W + "suspend/", "post"),
     (W + "resume/", "post"),

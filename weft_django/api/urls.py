@@ -29,6 +29,7 @@ if _missing:
     )
 
 from weft_django.api import views  # noqa: E402  (after the check above)
+from weft_django.api.views.signal_with_start import WorkflowSignalWithStartView  # noqa: E402
 from weft_django.ids import TOKEN_CHARS, WORKFLOW_ID_CHARS  # noqa: E402
 
 
@@ -74,6 +75,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_WORKFLOW, views.WorkflowDetailView.as_view(), name="workflow-detail"),
     path(_WORKFLOW + "history/", views.WorkflowHistoryView.as_view(), name="workflow-history"),
     path(_WORKFLOW + "signal/", views.WorkflowSignalView.as_view(), name="workflow-signal"),
+    path(
+        _WORKFLOW + "signal-with-start/",
+        WorkflowSignalWithStartView.as_view(),
+        name="workflow-signal-with-start",
+    ),
     path(_WORKFLOW + "cancel/", views.WorkflowCancelView.as_view(), name="workflow-cancel"),
     path(_WORKFLOW + "suspend/", views.WorkflowSuspendView.as_view(), name="workflow-suspend"),
     path(_WORKFLOW + "resume/", views.WorkflowResumeView.as_view(), name="workflow-resume"),

@@ -19,8 +19,10 @@ from weft_django.clock import now_ms
 from weft_django.conf import get_settings
 from weft_django.durations import to_ms
 from weft_django.engine import operations
+from weft_django.engine.aclient import AsyncHandleMethods, asyncify
 from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations import latest_run
+from weft_django.engine.operations.signal_with_start import signal_with_start as _signal_with_start
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Replay
 from weft_django.engine.store import load_events
@@ -48,8 +50,9 @@ force_release = operations.force_release
 
 
 @dataclass(frozen=True)
-class WorkflowHandle:
-    """A started run: ``workflow_id``, ``run_id`` and ways to look at it."""
+class WorkflowHandle(AsyncHandleMethods):
+    """A started run: ``workflow_id``, ``run_id`` and ways to look at it
+    (``aresult``, ``astatus``, ``aerror``: ``engine.aclient``)."""
 
     workflow_id: str
     run_id: str
@@ -315,4 +318,49 @@ __all__ = [
     "signal",
     "start",
     "suspend",
+]
+
+
+def signal_with_start(
+    name: str, input: Any, workflow_id: str, signal: str, payload: Any = None
+) -> WorkflowHandle:
+    """Start ``name`` unless a live run has ``workflow_id``; signal it either way,
+    atomically (``engine.operations.signal_with_start``)."""
+    run, _message, _started = _signal_with_start(name, input, workflow_id, signal, payload)
+    return WorkflowHandle(workflow_id, str(run.pk))
+
+
+# The async twins (engine.aclient), bound last: each mirrors the sync function
+# as this module defines it at import time.
+astart = asyncify(start)
+aget_handle = asyncify(get_handle)
+asignal = asyncify(signal)
+acancel = asyncify(cancel)
+asuspend = asyncify(suspend)
+aresume = asyncify(resume)
+aretry = asyncify(retry)
+aforce_release = asyncify(force_release)
+acomplete_async_activity = asyncify(complete_async_activity)
+afail_async_activity = asyncify(fail_async_activity)
+aquery = asyncify(query)
+apurge = asyncify(purge)
+aownership_status = asyncify(ownership_status)
+asignal_with_start = asyncify(signal_with_start)
+
+__all__ += [
+    "acancel",
+    "acomplete_async_activity",
+    "afail_async_activity",
+    "aforce_release",
+    "aget_handle",
+    "aownership_status",
+    "apurge",
+    "aquery",
+    "aresume",
+    "aretry",
+    "asignal",
+    "asignal_with_start",
+    "astart",
+    "asuspend",
+    "signal_with_start",
 ]
