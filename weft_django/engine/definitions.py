@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
+from django.core.exceptions import ImproperlyConfigured
+
+from weft_django.conf import get_settings
 from weft_django.durations import optional_ms
 from weft_django.errors import UnknownWorkflowType
 
@@ -51,7 +54,9 @@ class ActivityDefinition:
     ``heartbeat_timeout_ms``: an attempt that does not heartbeat for longer
     fails as timed out (``None``: no such bound). ``max_backoff_ms`` caps
     each retry delay (``None``: no cap); ``jitter`` (0..1) spreads each
-    delay uniformly over ``[d*(1-jitter), d*(1+jitter)]``.
+    delay uniformly over ``[d*(1-jitter), d*(1+jitter)]``. ``atomic``: the
+    body, its result's journal entry and the run's state commit in one
+    transaction on the weft alias, under the claim fence (``engine.atomic``).
     """
 
     name: str
@@ -64,6 +69,7 @@ class ActivityDefinition:
     heartbeat_timeout_ms: int | None = None
     max_backoff_ms: int | None = None
     jitter: float = 0.0
+    atomic: bool = False
 
     def backoff_for(self, attempt: int, rng: UniformSource = random) -> int:
         """The delay in ms before ``attempt`` (2, 3, ...).
@@ -146,6 +152,8 @@ def activity(
     heartbeat_timeout: timedelta | float | None = None,
     max_backoff: timedelta | float | None = None,
     jitter: float = 0.0,
+    atomic: bool = False,
+    using: str | None = None,
 ) -> Callable[[F], F]:
     """Register a function (or an ``async def`` function) as an activity.
 
@@ -154,6 +162,13 @@ def activity(
     is retried under ``retries``). ``max_backoff`` caps each retry delay (at
     least ``backoff``); ``jitter`` is a fraction in [0, 1] by which each
     delay is randomly spread.
+
+    ``atomic=True`` (a plain function only): the activity's ORM writes on the
+    weft database alias, the journal entry of its result and the run's state
+    commit in ONE transaction, under the claim fence -- its database effect
+    happens exactly once (docs/howto/exactly-once.md). ``using``: the alias
+    the atomic activity writes through, checked to be the weft alias (an
+    assertion for the reader; it changes nothing else).
     """
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"activity retries must be a non-negative integer, got {retries!r}")
@@ -170,11 +185,22 @@ def activity(
         )
     jitter_fraction = _check_jitter(jitter)
     non_retryable_types = tuple(non_retryable)
+    if not isinstance(atomic, bool):
+        raise TypeError(f"activity atomic must be True or False, got {atomic!r}")
 
     def decorate(fn: F) -> F:
         is_async = _check_activity_function(fn)
         act_name = name or _default_name(fn)
         _check_name(act_name, "activity")
+        if atomic or using is not None:
+            _check_atomic(
+                act_name,
+                atomic=atomic,
+                is_async=is_async,
+                using=using,
+                heartbeat_timeout_ms=heartbeat_timeout_ms,
+                routed={},
+            )
         definition = ActivityDefinition(
             act_name,
             fn,
@@ -186,6 +212,7 @@ def activity(
             heartbeat_timeout_ms=heartbeat_timeout_ms,
             max_backoff_ms=max_backoff_ms,
             jitter=jitter_fraction,
+            atomic=atomic,
         )
         with registry.lock:
             registry.activities[act_name] = definition
@@ -206,6 +233,53 @@ def _check_jitter(value: object) -> float:
             f"activity jitter must be a fraction between 0 and 1 (0.1 = ±10 %), got {value!r}"
         )
     return float(value)
+
+
+def _check_atomic(
+    act_name: str,
+    *,
+    atomic: bool,
+    is_async: bool,
+    using: str | None,
+    heartbeat_timeout_ms: int | None,
+    routed: dict[str, object],
+) -> None:
+    """Refuse, at definition time, what an atomic activity cannot honour.
+
+    The transaction that makes it exactly-once is the turn's own, on the weft
+    alias, on the turn thread (``engine.atomic``): so no event loop (``async
+    def``), no other alias, no heartbeat bound (nothing can interrupt the
+    body; its ``timeout`` is enforced by the database and at commit), and no
+    option that sends the attempt elsewhere. ``routed``: such options
+    (name -> value; a ``celery_queue=`` joins here when it exists).
+    """
+    where = f"activity {act_name!r}"
+    if using is not None and not atomic:
+        raise TypeError(f"{where}: using= only has a meaning with atomic=True, got using={using!r}")
+    if is_async:
+        raise TypeError(
+            f"{where} is an async def function and cannot be atomic=True: its transaction is "
+            "the turn's own, on the turn thread (write a plain function)"
+        )
+    if heartbeat_timeout_ms is not None:
+        raise TypeError(
+            f"{where}: heartbeat_timeout cannot be combined with atomic=True (nothing can stop "
+            "an atomic body midway; its timeout= rolls it back)"
+        )
+    for option, value in routed.items():
+        if value is not None:
+            raise TypeError(
+                f"{where}: {option}={value!r} cannot be combined with atomic=True (an atomic "
+                "activity runs inside its owner's turn, in one transaction with its result)"
+            )
+    if using is not None:
+        weft_alias = get_settings().database
+        if using != weft_alias:
+            raise ImproperlyConfigured(
+                f"{where}: atomic=True with using={using!r}, but the weft database alias is "
+                f"{weft_alias!r} (WEFT['DATABASE']): only writes on that alias commit with "
+                "the journal"
+            )
 
 
 def _innermost(fn: Any) -> Any:
