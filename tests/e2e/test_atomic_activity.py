@@ -250,7 +250,9 @@ def test_a_timeout_rolls_the_body_back(clock):
     engine = Engine(clock=clock, background_tasks="manual").boot()
     try:
         handle = client.start(
-            "atomic-caught", {"sku": "a-5", "activity": "atomic-reserve-slow"}, workflow_id="atomic-5"
+            "atomic-caught",
+            {"sku": "a-5", "activity": "atomic-reserve-slow"},
+            workflow_id="atomic-5",
         )
         engine.run_until_idle()
         assert handle.status() == "completed", handle.error()
