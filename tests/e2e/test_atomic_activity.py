@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from datetime import timedelta
 
 import pytest
@@ -47,6 +48,7 @@ def _take(sku: str, workflow_id: str, kind: str, delta: int) -> int:
 
 @activity(name="atomic-reserve", atomic=True)
 def reserve(sku: str) -> int:
+    activity_info().heartbeat({"step": "reserving"})  # allowed; writes nothing
     return _take(sku, activity_info().workflow_id, "reserve", -1)
 
 
@@ -263,6 +265,30 @@ def test_a_timeout_rolls_the_body_back(clock):
     assert _moves("atomic-5") == 0
 
 
+@activity(name="atomic-unrecordable", atomic=True, retries=3)
+def reserve_unrecordable(sku: str) -> object:
+    _take(sku, activity_info().workflow_id, "reserve", -1)
+    return object()  # not a payload: the result cannot be journaled
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_result_that_cannot_be_journaled_rolls_the_body_back(clock):
+    _stock("a-9")
+    engine = Engine(clock=clock, background_tasks="manual").boot()
+    try:
+        handle = client.start(
+            "atomic-caught",
+            {"sku": "a-9", "activity": "atomic-unrecordable"},
+            workflow_id="atomic-9",
+        )
+        engine.run_until_idle()
+        assert handle.status() == "completed", handle.error()
+    finally:
+        engine.dispose(grace=0)
+    assert handle.result(timeout=1) == {"failed": "non_retryable"}  # not retried
+    assert (Stock.objects.get(pk="a-9").quantity, _moves("atomic-9")) == (99, 0)
+
+
 @activity(name="atomic-blocked", atomic=True, timeout=timedelta(milliseconds=300))
 def reserve_blocked(sku: str) -> int:
     return _take(sku, activity_info().workflow_id, "reserve", -1)
@@ -278,7 +304,8 @@ def test_a_blocked_query_is_aborted_by_the_timeout_on_postgresql(clock):
     holder_ready, holder_done = threading.Event(), threading.Event()
 
     def hold_row() -> None:
-        from django.db import connection as own, transaction
+        from django.db import connection as own
+        from django.db import transaction
 
         with transaction.atomic():
             Stock.objects.select_for_update().get(pk="a-6")
@@ -315,23 +342,44 @@ def test_atomic_on_an_async_def_is_refused_naming_it():
     async def pay(order: str) -> None:
         return None
 
-    with pytest.raises(TypeError, match="'atomic-async'.*async def"):
+    with pytest.raises(TypeError, match=r"'atomic-async'.*async def"):
         activity(name="atomic-async", atomic=True)(pay)
 
 
 def test_atomic_with_a_heartbeat_timeout_is_refused():
-    with pytest.raises(TypeError, match="'atomic-hb'.*heartbeat_timeout"):
+    with pytest.raises(TypeError, match=r"'atomic-hb'.*heartbeat_timeout"):
         activity(name="atomic-hb", atomic=True, heartbeat_timeout=5)(lambda: None)
 
 
 def test_atomic_on_another_alias_is_refused():
-    with pytest.raises(ImproperlyConfigured, match="'atomic-other'.*using='reporting'.*'default'"):
+    with pytest.raises(ImproperlyConfigured, match=r"'atomic-other'.*using='reporting'.*'default'"):
         activity(name="atomic-other", atomic=True, using="reporting")(lambda: None)
     with pytest.raises(TypeError, match="using= only has a meaning with atomic=True"):
         activity(name="atomic-using", using="default")(lambda: None)
     with pytest.raises(TypeError, match="atomic must be True or False"):
         activity(name="atomic-str", atomic="yes")  # type: ignore[arg-type]
     activity(name="atomic-same", atomic=True, using="default")(lambda: None)  # the weft alias
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_through_another_alias_is_warned_once():
+    """Seen from an atomic step on an alias "weft-only": "default" is the other one."""
+    from weft_django.engine import atomic as atomic_module
+
+    atomic_module._warned.discard(("atomic-warned", "default"))
+    with (
+        pytest.warns(WeftAtomicOtherAliasWarning, match=r"atomic-warned.*default"),
+        atomic_module._watch_other_aliases("weft-only", "atomic-warned"),
+    ):
+        list(Stock.objects.all())  # a read: not a write
+        Stock.objects.create(sku="a-7", quantity=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with atomic_module._watch_other_aliases("weft-only", "atomic-warned"):
+            Stock.objects.create(sku="a-8", quantity=1)  # once per activity and alias
+        with atomic_module._watch_other_aliases("weft-only", "atomic-reads"):
+            list(Stock.objects.all())
+    assert connection.execute_wrappers == []
 
 
 def test_the_other_alias_warning_names_activity_and_alias():
