@@ -386,3 +386,47 @@ def test_the_other_alias_warning_names_activity_and_alias():
     warning = WeftAtomicOtherAliasWarning("reserve", "reporting")
     assert warning.fields() == {"activity": "reserve", "alias": "reporting"}
     assert "not exactly-once" in str(warning)
+
+
+@activity(name="atomic-count", atomic=True)
+def zero_stock(sku: str) -> int:
+    return Stock.objects.filter(pk=sku).update(quantity=0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_body_and_its_journal_entry_are_one_transaction_of_known_cost(clock):
+    """PostgreSQL's statement log of the turn thread: the body's UPDATE, the
+    fence, the journal INSERT and the run UPDATE sit between one BEGIN and one
+    COMMIT -- and nothing else does (the statements an atomic step costs)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("Django logs BEGIN/COMMIT as statements on PostgreSQL")
+    from django.test.utils import CaptureQueriesContext
+
+    _stock("a-10")
+    engine = Engine(clock=clock, background_tasks="manual").boot()
+    try:
+        engine.run_until_idle()
+        handle = client.start(
+            "atomic-then-wait", {"sku": "a-10", "activity": "atomic-count"}, workflow_id="atomic-10"
+        )
+        with CaptureQueriesContext(connection) as captured:
+            engine.run_until_idle()
+        assert handle.status() == "parked", handle.error()
+    finally:
+        engine.dispose(grace=0)
+    sql = [q["sql"] for q in captured.captured_queries]
+    body = next(i for i, s in enumerate(sql) if s.startswith('UPDATE "demo_stock"'))
+    begin = max(i for i in range(body) if sql[i] == "BEGIN")
+    commit = next(i for i in range(body, len(sql)) if sql[i] == "COMMIT")
+    transaction_sql = sql[begin + 1 : commit]
+    assert [s.split(" ", 1)[0] for s in transaction_sql] == [
+        "UPDATE",  # the body
+        "SAVEPOINT",  # the nested fenced batch
+        "WITH",  # the fence: claim and run locked together, then compared
+        "INSERT",  # the journal entry of the result
+        "UPDATE",  # the run's new state
+        "RELEASE",
+    ], transaction_sql
+    assert 'INTO "weft_journalentry"' in transaction_sql[3]
+    assert 'UPDATE "weft_workflowrun"' in transaction_sql[4]
+    assert (Stock.objects.get(pk="a-10").quantity, handle.status()) == (0, "parked")
