@@ -153,7 +153,9 @@ def run_atomic(
             committed = commit(value)
             stage = "end"  # leaving the block is the COMMIT
         return AtomicResult(committed=committed)
-    except BaseException as exc:  # SystemExit from user code too, as on an activity thread
+    except (Exception, SystemExit) as exc:  # SystemExit from user code too, as on a thread
+        # (A KeyboardInterrupt is the process's, not the step's: it rolls back
+        # and propagates.)
         if stage == "body":
             return AtomicResult(failure=_failed(exc))
         if stage == "prepare":
