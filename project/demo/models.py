@@ -44,3 +44,31 @@ class FencedAccount(FencedModel):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.balance}"
+
+
+class Stock(models.Model):
+    """Units of a product left: what an atomic ``reserve`` step decrements
+    (``@activity(atomic=True)``: the docs' exactly-once checkout)."""
+
+    sku = models.CharField(max_length=64, primary_key=True)
+    quantity = models.IntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.sku}: {self.quantity}"
+
+
+class StockMove(models.Model):
+    """One applied change of a ``Stock`` row, written in the same transaction.
+
+    Deliberately without a unique constraint: a step applied twice leaves two
+    rows, which is how the tests and the chaos audit see a double application.
+    """
+
+    sku = models.CharField(max_length=64)
+    workflow_id = models.CharField(max_length=200, db_index=True)
+    kind = models.CharField(max_length=32)
+    delta = models.IntegerField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.sku} {self.delta:+d} ({self.workflow_id})"

@@ -33,6 +33,11 @@ Figures (the invariant each protects):
   once every workflow finished. A claim not taken over before a paused or
   cut-off holder came back (renewed or released by it) is counted as
   ``kept_by_returning_holder``, not stuck;
+- ``atomic_double_applied``: an atomic step (``chaos_atomic``) whose row is
+  there more than once -- never explained by a fault: its row commits with
+  its journal entry or not at all. ``atomic_lost``: a recorded atomic step
+  without its row; ``atomic_unrecorded``: a row whose step the journal does
+  not record (an effect that escaped its transaction);
 - ``max_takeover_ms``: the longest time from such a fault to the new epoch.
 """
 
@@ -44,9 +49,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from project.demo.models import SideEffect
+from project.demo.models import SideEffect, StockMove
 from tests.chaos.injector import DISABLING, DISRUPTIVE, FAULT_KINDS, FaultRecord
-from tests.chaos.workflows import STEP_KIND, chaos_step, expected_result
+from tests.chaos.workflows import (
+    ATOMIC_KIND,
+    STEP_KIND,
+    chaos_atomic,
+    chaos_step,
+    expected_result,
+)
 from weft_django.engine.commands import LEAF_KINDS
 from weft_django.models import ClaimEvent, EngineRecord, JournalEntry, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
@@ -77,6 +88,10 @@ class Audit:
     duplicates_explained: list[str] = field(default_factory=list)
     duplicates_unexplained: list[str] = field(default_factory=list)
     unrecorded_executions: int = 0
+    atomic_steps: int = 0
+    atomic_double_applied: list[str] = field(default_factory=list)
+    atomic_lost: list[str] = field(default_factory=list)
+    atomic_unrecorded: list[str] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
     takeover_ms: list[int] = field(default_factory=list)
     takeovers: int = 0
@@ -94,6 +109,9 @@ class Audit:
             + len(self.early_takeovers)
             + len(self.duplicates_unexplained)
             + len(self.stuck)
+            + len(self.atomic_double_applied)
+            + len(self.atomic_lost)
+            + len(self.atomic_unrecorded)
         )
 
     def summary_line(
@@ -111,6 +129,10 @@ class Audit:
             f"early_takeovers={len(self.early_takeovers)} "
             f"session_takeovers={self.session_takeovers} "
             f"dup_activity_execs={dup} (unexplained {len(self.duplicates_unexplained)}) "
+            f"atomic_steps={self.atomic_steps} "
+            f"atomic_double_applied={len(self.atomic_double_applied)} "
+            f"atomic_lost={len(self.atomic_lost)} "
+            f"atomic_unrecorded={len(self.atomic_unrecorded)} "
             f"stuck_claims={len(self.stuck)} takeovers={self.takeovers} "
             f"kept_by_returning_holder={self.kept_by_returning_holder} "
             f"max_takeover_ms={max(self.takeover_ms, default=0)} "
@@ -128,6 +150,9 @@ class Audit:
             "early_takeovers",
             "duplicates_unexplained",
             "stuck",
+            "atomic_double_applied",
+            "atomic_lost",
+            "atomic_unrecorded",
             "duplicates_explained",
         ):
             for item in getattr(self, name)[:50]:
@@ -152,6 +177,7 @@ def audit(
     _check_outcomes(result, started, runs, events)
     _check_journal(result, runs, events, grace_ms, _session_ends(faults))
     _check_activities(result, faults, runs)
+    _check_atomic(result, runs)
     _check_claims(result, faults, events, set(dead), takeover_bound_ms)
     return result
 
@@ -324,6 +350,33 @@ def _check_activities(result: Audit, faults: list[FaultRecord], runs: list[Workf
                 result.duplicates_unexplained.append(what)
             else:
                 result.duplicates_explained.append(f"{what} ({cause.kind} of {cause.target})")
+
+
+def _check_atomic(result: Audit, runs: list[WorkflowRun]) -> None:
+    """Each recorded atomic step applied exactly once; nothing applied unrecorded."""
+    recorded = Counter(
+        str(value)
+        for value in JournalEntry.objects.filter(
+            run_id__in=[run.pk for run in runs],
+            kind="activity",
+            error__isnull=True,
+            target=f"{chaos_atomic.__module__}.{chaos_atomic.__name__}",
+        ).values_list("result", flat=True)
+    )
+    applied = Counter(
+        StockMove.objects.filter(kind=ATOMIC_KIND).values_list("workflow_id", flat=True)
+    )
+    result.atomic_steps = len(recorded)
+    for step, times in sorted(applied.items()):
+        if times > 1:
+            result.atomic_double_applied.append(f"{step}: applied {times} times")
+        if step not in recorded:
+            result.atomic_unrecorded.append(f"{step}: applied {times} times, never recorded")
+    for step, times in sorted(recorded.items()):
+        if applied[step] == 0:
+            result.atomic_lost.append(f"{step}: recorded {times} times, never applied")
+        elif times > 1:
+            result.atomic_double_applied.append(f"{step}: recorded {times} times")
 
 
 def _check_claims(

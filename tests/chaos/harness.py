@@ -318,6 +318,8 @@ class Driver:
             data.update(slow=0.3 if i % 2 else 0.0, sleep=0.3)
         elif name == "chaos-chain":
             data.update(steps=3, slow=0.3, sleep=0.2)
+        if name in ("chaos-chain", "chaos-fan") and chaos_workflows.uses_atomic(key):
+            data["atomic"] = True
         client.start(name, data, workflow_id=workflow_id)
         self.keys[workflow_id] = (name, key)
         if name == "chaos-chain":

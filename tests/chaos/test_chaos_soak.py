@@ -8,7 +8,8 @@ for long soaks.
 Asserted from durable records only (``tests.chaos.check``): nothing lost,
 no journal position written twice, no write by a non-holder, no early
 takeover, no stuck claim, every duplicate activity execution explained by a
-fault on the engine that ran it. The figures are printed (``-s``); no
+fault on the engine that ran it, and every atomic step applied exactly once
+(``atomic_double_applied``: none, whatever the faults). The figures are printed (``-s``); no
 duration is asserted. PostgreSQL only (``processes`` tier).
 """
 
@@ -52,3 +53,7 @@ def test_chaos_soak_loses_nothing_and_never_writes_twice(tmp_path):
     assert audit.early_takeovers == []
     assert audit.duplicates_unexplained == []
     assert audit.stuck == []
+    assert audit.atomic_steps > 0
+    assert audit.atomic_double_applied == []
+    assert audit.atomic_lost == []
+    assert audit.atomic_unrecorded == []

@@ -15,6 +15,11 @@ Every activity execution writes a ``SideEffect`` (kind ``chaos``, key
 ``<step>@<engine label>``) *before* it returns, so a step whose engine died
 after the side effect but before the journal entry shows as two rows: the
 audit counts such duplicates and names the engine that ran each.
+
+The atomic step (``chaos_atomic``, ``@activity(atomic=True)``) is the
+opposite promise: its ``StockMove`` row (kind ``chaos-atomic``, keyed by the
+step in ``workflow_id``) commits with its journal entry, so the audit
+allows no duplicate at all (``atomic_double_applied``), whatever the faults.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ PATIENCE_S = 600.0
 STEP_KIND = "chaos"
 FLAKY_KIND = "chaos-flaky"
 TOKEN_KIND = "chaos-token"
+ATOMIC_KIND = "chaos-atomic"
 
 
 def _record(kind: str, key: str) -> None:
@@ -59,6 +65,17 @@ def chaos_flaky(key: str) -> str:
     _record(FLAKY_KIND, key)
     if before == 0:
         raise RuntimeError(f"first attempt of {key} fails")
+    return key
+
+
+@activity(atomic=True, retries=5, backoff=timedelta(milliseconds=100))
+def chaos_atomic(key: str, seconds: float = 0.0) -> str:
+    """Exactly once: its row and its journal entry commit in one transaction."""
+    from project.demo.models import StockMove
+
+    StockMove.objects.create(sku="chaos", workflow_id=key, kind=ATOMIC_KIND, delta=1)
+    if seconds:
+        time.sleep(seconds)  # the transaction stays open: faults land inside it
     return key
 
 
@@ -127,6 +144,8 @@ def chaos_chain(ctx: Any, data: dict[str, Any]) -> Any:
     for i in range(int(data.get("steps", 3))):
         out.append((yield ctx.run(chaos_step, f"{key}:s{i}", float(data.get("slow", 0.3)))))
         yield ctx.sleep(float(data.get("sleep", 0.2)))
+    if data.get("atomic"):
+        out.append((yield ctx.run(chaos_atomic, f"{key}:atomic", float(data.get("slow", 0.3)))))
     return out
 
 
@@ -137,12 +156,18 @@ def chaos_fan(ctx: Any, data: dict[str, Any]) -> Any:
     kids = yield ctx.all(*(ctx.start_child("chaos-leaf", {"key": key, "n": n}) for n in range(2)))
     go = yield ctx.race(ctx.wait_for_signal("go"), ctx.sleep(PATIENCE_S))
     flaky = yield ctx.run(chaos_flaky, f"{key}:flaky")
+    if data.get("atomic"):
+        both = yield ctx.all(
+            ctx.run(chaos_atomic, f"{key}:atomic0", 0.1), ctx.run(chaos_atomic, f"{key}:atomic1")
+        )
+        return {"kids": kids, "go": go, "flaky": flaky, "atomic": both}
     return {"kids": kids, "go": go, "flaky": flaky}
 
 
 def expected_result(name: str, key: str) -> Any:
     """What a run of ``name`` for ``key`` returns once the harness played its part
     (the final run's result, for a tour that continued as new)."""
+    atomic = uses_atomic(key)
     if name == "chaos-tour":
         prior = {
             "a": f"{key}:a",
@@ -159,11 +184,20 @@ def expected_result(name: str, key: str) -> Any:
         }
         return {"prior": prior, "next": f"{key}:next"}
     if name == "chaos-chain":
-        return [f"{key}:s{i}" for i in range(3)]
+        return [f"{key}:s{i}" for i in range(3)] + ([f"{key}:atomic"] if atomic else [])
     if name == "chaos-fan":
-        return {
+        fan: dict[str, Any] = {
             "kids": [f"{key}:leaf0", f"{key}:leaf1"],
             "go": [0, key],  # ctx.race: (index, value) of the signal
             "flaky": f"{key}:flaky",
         }
+        if atomic:
+            fan["atomic"] = [f"{key}:atomic0", f"{key}:atomic1"]
+        return fan
     raise ValueError(name)
+
+
+def uses_atomic(key: str) -> bool:
+    """Whether the chain or fan of ``key`` (``w0001``) runs its atomic steps: half
+    of them, those whose number is odd (the harness says so in their input)."""
+    return bool(key) and key[-1] in "13579"

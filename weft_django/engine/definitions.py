@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
 from weft_django.durations import optional_ms
+from weft_django.engine.atomic_options import check_atomic_options
 from weft_django.errors import UnknownWorkflowType
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,7 +52,9 @@ class ActivityDefinition:
     ``heartbeat_timeout_ms``: an attempt that does not heartbeat for longer
     fails as timed out (``None``: no such bound). ``max_backoff_ms`` caps
     each retry delay (``None``: no cap); ``jitter`` (0..1) spreads each
-    delay uniformly over ``[d*(1-jitter), d*(1+jitter)]``.
+    delay uniformly over ``[d*(1-jitter), d*(1+jitter)]``. ``atomic``: the
+    body, its result's journal entry and the run's state commit in one
+    transaction on the weft alias, under the claim fence (``engine.atomic``).
     """
 
     name: str
@@ -64,6 +67,7 @@ class ActivityDefinition:
     heartbeat_timeout_ms: int | None = None
     max_backoff_ms: int | None = None
     jitter: float = 0.0
+    atomic: bool = False
 
     def backoff_for(self, attempt: int, rng: UniformSource = random) -> int:
         """The delay in ms before ``attempt`` (2, 3, ...).
@@ -157,6 +161,8 @@ def activity(
     heartbeat_timeout: timedelta | float | None = None,
     max_backoff: timedelta | float | None = None,
     jitter: float = 0.0,
+    atomic: bool = False,
+    using: str | None = None,
 ) -> Callable[[F], F]:
     """Register a function (or an ``async def`` function) as an activity.
 
@@ -165,6 +171,13 @@ def activity(
     is retried under ``retries``). ``max_backoff`` caps each retry delay (at
     least ``backoff``); ``jitter`` is a fraction in [0, 1] by which each
     delay is randomly spread.
+
+    ``atomic=True`` (a plain function only): the activity's ORM writes on the
+    weft database alias, the journal entry of its result and the run's state
+    commit in ONE transaction, under the claim fence -- its database effect
+    happens exactly once (docs/howto/exactly-once.md). ``using``: the alias
+    the atomic activity writes through, checked to be the weft alias (an
+    assertion for the reader; it changes nothing else).
     """
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"activity retries must be a non-negative integer, got {retries!r}")
@@ -181,11 +194,22 @@ def activity(
         )
     jitter_fraction = _check_jitter(jitter)
     non_retryable_types = tuple(non_retryable)
+    if not isinstance(atomic, bool):
+        raise TypeError(f"activity atomic must be True or False, got {atomic!r}")
 
     def decorate(fn: F) -> F:
         is_async = _check_activity_function(fn)
         act_name = name or _default_name(fn)
         _check_name(act_name, "activity")
+        if atomic or using is not None:
+            check_atomic_options(
+                act_name,
+                atomic=atomic,
+                is_async=is_async,
+                using=using,
+                heartbeat_timeout_ms=heartbeat_timeout_ms,
+                routed={},
+            )
         definition = ActivityDefinition(
             act_name,
             fn,
@@ -197,6 +221,7 @@ def activity(
             heartbeat_timeout_ms=heartbeat_timeout_ms,
             max_backoff_ms=max_backoff_ms,
             jitter=jitter_fraction,
+            atomic=atomic,
         )
         with registry.lock:
             registry.activities[act_name] = definition

@@ -4,7 +4,9 @@ Every durable write of a turn is ONE fenced conditional batch (SPEC §4.2,
 ``commit.TurnState.commit``): the recorded values and the settling event,
 the run's state, its timers -- and, at the end, the terminal state with the
 claim release folded in. No user code runs inside a transaction or while a
-row lock is held: an activity runs first, then its result is committed. If
+row lock is held: an activity runs first, then its result is committed --
+except an atomic activity (``engine.atomic``), whose body runs inside the
+transaction that commits its result through that same checkpoint. If
 the fence fails the engine was deposed: ``EngineDeposedError`` ends the turn
 and the result in hand is dropped. If the park batch finds that a signal
 arrived since the turn read the run (``wake_seq`` moved), the turn goes round

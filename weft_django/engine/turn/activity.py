@@ -5,7 +5,11 @@ Why two halves: every open activity of a turn runs at once (``ctx.all``,
 ``ActivityExecutor`` (``start_attempt``) and the turn commits each outcome
 as it lands (``finish_attempt``): the result, the final error, or a retry
 timer with backoff, each in its own fenced batch. User code never runs
-inside a transaction or under a row lock. An attempt is not started when
+inside a transaction or under a row lock -- except an *atomic* activity's
+(``@activity(atomic=True)``, ``engine.atomic``): it runs here, on the turn
+thread, inside the transaction that then commits its result through the
+same fenced checkpoint, so its own writes and its journal entry commit
+together or not at all. An attempt is not started when
 this engine already knows its claim is gone: its result could never be
 recorded. The attempt's ``activity_info()`` is built here, where the run,
 the position, the attempt number and the epoch are known, with the
@@ -22,8 +26,9 @@ from weft_django.engine.activity_context import (
     AttemptControl,
     idempotency_key,
 )
+from weft_django.engine.atomic import run_atomic
 from weft_django.engine.commands import RunActivity
-from weft_django.engine.definitions import get_activity
+from weft_django.engine.definitions import ActivityDefinition, get_activity
 from weft_django.engine.executor import ActivityOutcome
 from weft_django.engine.heartbeats import heartbeat_sink
 from weft_django.engine.payload import normalize
@@ -56,7 +61,8 @@ def start_attempt(
 ) -> bool:
     """Start one attempt of activity ``name`` unless one is running or its
     retry timer is not due. Returns whether something was committed (only an
-    unknown activity's error is: starting commits nothing).
+    unknown activity's error is: starting commits nothing -- and an atomic
+    activity, which runs and commits here).
 
     ``secret`` (a hand-out's async token) is cut out of any error text before
     it is stored: the token is only ever stored as its hash.
@@ -73,6 +79,8 @@ def start_attempt(
         return turn.settle(leaf, error=ActivityError(name, str(exc), kind="non_retryable"))
     turn.still_owner()
     host = turn.host
+    if definition.atomic:
+        return _run_atomic(turn, leaf, definition, number, args, kwargs, on_success, secret)
     control = AttemptControl(
         wall_ms,  # the executor's clock: an attempt's timeouts are real time
         heartbeat_timeout_ms=definition.heartbeat_timeout_ms,
@@ -92,10 +100,85 @@ def start_attempt(
     return False
 
 
+def _run_atomic(
+    turn: TurnState,
+    leaf: Leaf,
+    definition: ActivityDefinition,
+    number: int,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    on_success: OnSuccess | None,
+    secret: str | None,
+) -> bool:
+    """An atomic attempt, run here on the turn thread (``engine.atomic``): its
+    result commits inside its transaction; a failure is recorded after the
+    rollback, exactly as a plain attempt's."""
+    name = definition.name
+
+    def prepare(value: Any) -> Any:
+        return normalize(f"result of activity {name!r}", value)
+
+    def commit(value: Any) -> bool:
+        if on_success is not None:
+            return bool(on_success(value))
+        return turn.settle(leaf, result=value, hold=False)
+
+    # No heartbeat sink: a heartbeat batch would lock the claim and run rows
+    # inside the body's transaction, before its own rows (the lock order).
+    info = _info(turn, leaf, number, AttemptControl(wall_ms))
+    ended = run_atomic(
+        definition,
+        tuple(args),
+        dict(kwargs),
+        info,
+        db=turn.db,
+        clock_ms=wall_ms,
+        prepare=prepare,
+        commit=commit,
+    )
+    if ended.committed is not None:
+        return ended.committed
+    if ended.unrecordable is not None:
+        return _settle_unrecordable(turn, leaf, name, ended.unrecordable, number)
+    assert ended.failure is not None
+    return finish_outcome(turn, leaf, definition, number, ended.failure, secret=secret)
+
+
+def _settle_unrecordable(
+    turn: TurnState, leaf: Leaf, name: str, exc: BaseException, number: int
+) -> bool:
+    return turn.settle(
+        leaf,
+        error=ActivityError(
+            name, str(exc), kind="non_retryable", error_type=type(exc).__name__, attempts=number
+        ),
+    )
+
+
 def finish_attempt(turn: TurnState, pending: PendingAttempt, outcome: ActivityOutcome) -> bool:
     """Commit a finished attempt: its result, its final error, or its next retry."""
-    leaf, definition, number = pending.leaf, pending.definition, pending.number
-    secret = pending.secret
+    return finish_outcome(
+        turn,
+        pending.leaf,
+        pending.definition,
+        pending.number,
+        outcome,
+        on_success=pending.on_success,
+        secret=pending.secret,
+    )
+
+
+def finish_outcome(
+    turn: TurnState,
+    leaf: Leaf,
+    definition: ActivityDefinition,
+    number: int,
+    outcome: ActivityOutcome,
+    *,
+    on_success: OnSuccess | None = None,
+    secret: str | None = None,
+) -> bool:
+    """Commit an attempt's outcome: its result, its final error, or its next retry."""
     name = definition.name
 
     def describe(failure: BaseException) -> str:
@@ -106,18 +189,9 @@ def finish_attempt(turn: TurnState, pending: PendingAttempt, outcome: ActivityOu
         try:
             value = normalize(f"result of activity {name!r}", outcome.value)
         except PayloadError as exc:
-            return turn.settle(
-                leaf,
-                error=ActivityError(
-                    name,
-                    str(exc),
-                    kind="non_retryable",
-                    error_type="PayloadError",
-                    attempts=number,
-                ),
-            )
-        if pending.on_success is not None:
-            return bool(pending.on_success(value))
+            return _settle_unrecordable(turn, leaf, name, exc, number)
+        if on_success is not None:
+            return bool(on_success(value))
         return turn.settle(leaf, result=value)
     failure = outcome.error
     assert failure is not None
@@ -176,4 +250,11 @@ def _info(turn: TurnState, leaf: Leaf, number: int, control: AttemptControl) -> 
     )
 
 
-__all__ = ["OnSuccess", "PendingAttempt", "finish_attempt", "run_activity", "start_attempt"]
+__all__ = [
+    "OnSuccess",
+    "PendingAttempt",
+    "finish_attempt",
+    "finish_outcome",
+    "run_activity",
+    "start_attempt",
+]

@@ -233,12 +233,15 @@ class TurnState:
         error: BaseException | None = None,
         writes: Sequence[Write] = (),
         conditions: Sequence[Condition] = (),
+        hold: bool = True,
     ) -> bool:
         """Record ``leaf``'s outcome (with ``writes``, under ``conditions``).
 
         If the run ends right after it (the replay looks past the result: the
         body is deterministic and database-free, no command runs), the result
-        is held for the terminal commit instead of committed now.
+        is held for the terminal commit instead of committed now -- unless
+        ``hold=False``: an atomic activity's result must commit inside its own
+        transaction (``engine.atomic``).
         """
         replay = self.replay
         assert replay is not None
@@ -252,7 +255,7 @@ class TurnState:
         timers = [] if no_timer else [Delete(Timer, {"run_id": self.run.pk, "position": leaf.id})]
         batch: list[Write] = [*timers, *writes]
         replay.apply(event)
-        if isinstance(replay.advance(), Finished | Failed):
+        if isinstance(replay.advance(), Finished | Failed) and hold:
             self.held_result = HeldResult(event, batch, list(conditions))
             return True
         self.commit(batch, conditions=conditions, already_fed=[event])
