@@ -34,6 +34,7 @@ __all__ = [
     "LeaseLostReason",
     "WakeKind",
     "WeftActivityAbandonedWarning",
+    "WeftAtomicOtherAliasWarning",
     "WeftLeaseLostWarning",
     "WeftWarning",
     "WeftWorkflowClaimLostWarning",
@@ -142,11 +143,32 @@ class WeftActivityAbandonedWarning(WeftWarning):
         )
 
 
+class WeftAtomicOtherAliasWarning(WeftWarning):
+    """An atomic activity wrote through a database alias other than weft's.
+
+    Those writes are not in the activity's transaction: they are at-least-once
+    like any plain activity's. Shown once per activity and alias per process.
+    """
+
+    _fields = ("activity", "alias")
+
+    def __init__(self, activity: str, alias: str) -> None:
+        self.activity = activity
+        self.alias = alias
+        super().__init__(
+            f'atomic activity "{activity}" wrote through the database alias "{alias}", which '
+            "is not the weft alias: those writes do not commit with its result and are not "
+            "exactly-once (they may run again after a crash or a takeover). This warning is "
+            "shown once per activity and alias per process."
+        )
+
+
 WARNING_CLASSES: Final[tuple[type[WeftWarning], ...]] = (
     WeftWorkflowClaimLostWarning,
     WeftWorkflowWakeDiscardedWarning,
     WeftLeaseLostWarning,
     WeftActivityAbandonedWarning,
+    WeftAtomicOtherAliasWarning,
 )
 """Every concrete warning class (the docs test compares against this)."""
 

@@ -29,6 +29,7 @@ from weft_django.warnings import (
     WAKE_KINDS,
     WARNING_CLASSES,
     WeftActivityAbandonedWarning,
+    WeftAtomicOtherAliasWarning,
     WeftLeaseLostWarning,
     WeftWarning,
     WeftWorkflowClaimLostWarning,
@@ -245,6 +246,7 @@ def test_warning_classes() -> None:
         WeftWorkflowWakeDiscardedWarning,
         WeftLeaseLostWarning,
         WeftActivityAbandonedWarning,
+        WeftAtomicOtherAliasWarning,
     ) == WARNING_CLASSES
     for cls in WARNING_CLASSES:
         assert issubclass(cls, WeftWarning) and issubclass(cls, RuntimeWarning)
@@ -364,6 +366,7 @@ def test_warnings_become_errors_under_w_error_and_can_be_filtered() -> None:
         WeftWorkflowWakeDiscardedWarning("wf", "signal"),
         WeftLeaseLostWarning("engine-a", "renewal-unconfirmable"),
         WeftActivityAbandonedWarning("charge_card", "timed out after 50 ms"),
+        WeftAtomicOtherAliasWarning("reserve_stock", "analytics"),
     ],
     ids=lambda w: type(w).__name__,
 )

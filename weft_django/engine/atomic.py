@@ -54,7 +54,7 @@ from django.db import DatabaseError, connections, transaction
 from weft_django.engine.activity_attempt import ActivityOutcome
 from weft_django.engine.activity_context import ActivityInfo, activity_scope, deadline_from_ms
 from weft_django.engine.definitions import ActivityDefinition
-from weft_django.warnings import WeftWarning
+from weft_django.warnings import WeftAtomicOtherAliasWarning
 
 logger = logging.getLogger("weft_django.engine")
 
@@ -64,26 +64,6 @@ QUERY_CANCELED = "57014"
 
 class AtomicTimeout(TimeoutError):
     """An atomic activity's body outlived its ``timeout``: it was rolled back."""
-
-
-class WeftAtomicOtherAliasWarning(WeftWarning):
-    """An atomic activity wrote through a database alias other than weft's.
-
-    Those writes are not in the activity's transaction: they are at-least-once
-    like any plain activity's. Shown once per activity and alias per process.
-    """
-
-    _fields = ("activity", "alias")
-
-    def __init__(self, activity: str, alias: str) -> None:
-        self.activity = activity
-        self.alias = alias
-        super().__init__(
-            f'atomic activity "{activity}" wrote through the database alias "{alias}", which '
-            "is not the weft alias: those writes do not commit with its result and are not "
-            "exactly-once (they may run again after a crash or a takeover). This warning is "
-            "shown once per activity and alias per process."
-        )
 
 
 @dataclass(frozen=True)
