@@ -31,6 +31,7 @@ from django.db import connections, transaction
 
 from weft_django.db import ops
 from weft_django.engine.wakes import DoneWaiter, Listening, Wake, WakeBackend
+from weft_django.transports.pickup_route import ROUTE_MARK, PickupRoute
 
 logger = logging.getLogger("weft_django.transports")
 
@@ -60,10 +61,13 @@ def _supported(using: str) -> bool:
     return ops(using).supports_listen_notify
 
 
-def _listen_sql(channel: str) -> Any:
+def _listen_sql(channel: str, mark: str | None = None) -> Any:
     from psycopg import sql
 
-    return sql.SQL("LISTEN {}").format(sql.Identifier(channel))
+    statement = sql.SQL("LISTEN {}").format(sql.Identifier(channel))
+    if mark is None:
+        return statement
+    return sql.SQL("{} /* {} */").format(statement, sql.SQL(mark))
 
 
 class Listener(Listening):
@@ -97,6 +101,9 @@ class Listener(Listening):
     def stop(self) -> None:
         self._stop.set()
 
+    #: A comment after each LISTEN statement (``transports.pickup_route``).
+    listen_mark: str | None = None
+
     def connect(self) -> Any:
         """A new autocommit psycopg connection LISTENing on ``channels``."""
         import psycopg
@@ -107,7 +114,7 @@ class Listener(Listening):
         conn = psycopg.connect(autocommit=True, **params)
         try:
             for channel in self.channels:
-                conn.execute(_listen_sql(channel))
+                conn.execute(_listen_sql(channel, self.listen_mark))
         except Exception:
             conn.close()
             raise
@@ -126,8 +133,11 @@ class Listener(Listening):
             self.on_connect()
             try:
                 while not self._stop.is_set():
-                    for note in conn.notifies(timeout=self.tick):
+                    # One batch per wait (``stop_after``: never cut a batch
+                    # short, which would drop the rest of it), then ``between``.
+                    for note in conn.notifies(timeout=self.wait_s(), stop_after=1):
                         self.on_notify(note.channel, note.payload)
+                    self.between(conn)
             except Exception:
                 self._connected = False
                 if not self._stop.is_set():
@@ -142,6 +152,13 @@ class Listener(Listening):
     def on_connect(self) -> None:
         """A new connection LISTENs: what the lost one missed may have happened."""
 
+    def wait_s(self) -> float:
+        """How long to block for notifications before ``between`` runs."""
+        return self.tick
+
+    def between(self, conn: Any) -> None:
+        """Between two waits, on the listener's thread (its connection is free)."""
+
 
 class NotifyBackend(WakeBackend):
     """Wakes as PostgreSQL NOTIFYs; engines LISTEN, callers wait for ``weft_done``."""
@@ -154,12 +171,14 @@ class NotifyBackend(WakeBackend):
         return Listener.available(using)
 
     def deliver(self, wake: Wake) -> None:
+        _send(*self.in_statement(wake), wake.using)
+
+    def in_statement(self, wake: Wake) -> tuple[str, str]:
         if wake.event == "finished":
-            _send(DONE_CHANNEL, wake.run_id, wake.using)
-        elif wake.is_pickup:
-            _send(WAKE_CHANNEL, PICKUP_PREFIX + (wake.workflow_id or ""), wake.using)
-        else:
-            _send(WAKE_CHANNEL, wake.workflow_id or "", wake.using)
+            return DONE_CHANNEL, wake.run_id
+        if wake.is_pickup:
+            return WAKE_CHANNEL, PICKUP_PREFIX + (wake.workflow_id or "")
+        return WAKE_CHANNEL, wake.workflow_id or ""
 
     def listen(
         self,
@@ -167,13 +186,15 @@ class NotifyBackend(WakeBackend):
         on_wake: Callable[[], None],
         on_pickup: Callable[[], None] | None = None,
     ) -> Listening | None:
+        route = PickupRoute(on_pickup) if on_pickup is not None else None
+
         def on_notify(channel: str, payload: str) -> None:
-            if on_pickup is not None and payload.startswith(PICKUP_PREFIX):
-                on_pickup()
+            if route is not None and payload.startswith(PICKUP_PREFIX):
+                route.wake(payload[len(PICKUP_PREFIX) :])
             else:
                 on_wake()
 
-        listener = _WakeListener(using, (WAKE_CHANNEL,), on_notify, on_wake)
+        listener = _WakeListener(using, (WAKE_CHANNEL,), on_notify, on_wake, route)
         listener.start()
         return listener
 
@@ -183,7 +204,12 @@ class NotifyBackend(WakeBackend):
 
 class _WakeListener(Listener):
     """An engine's ``LISTEN weft_wake``: each (re)connect asks for a full pass,
-    which finds what a wake lost while the connection was down announced."""
+    which finds what a wake lost while the connection was down announced.
+
+    With a ``route`` (the engine takes pickup wakes), its LISTEN carries
+    ``ROUTE_MARK`` so the other engines count it among the live peers, and
+    between waits the thread fires the armed fallback pickup and
+    re-reads the peers (``transports.pickup_route``)."""
 
     def __init__(
         self,
@@ -191,12 +217,28 @@ class _WakeListener(Listener):
         channels: tuple[str, ...],
         on_notify: Callable[[str, str], None],
         on_wake: Callable[[], None],
+        route: PickupRoute | None = None,
     ) -> None:
         super().__init__(using, channels, on_notify)
         self.on_wake = on_wake
+        self.route = route
+        if route is not None:
+            self.listen_mark = ROUTE_MARK
 
     def on_connect(self) -> None:
+        if self.route is not None:
+            self.route.forget()
         self.on_wake()
+
+    def wait_s(self) -> float:
+        return self.tick if self.route is None else self.route.timeout(self.tick)
+
+    def between(self, conn: Any) -> None:
+        if self.route is None:
+            return
+        self.route.fire_due()
+        if self.route.refresh_due():
+            self.route.refresh(conn, _listen_sql(WAKE_CHANNEL, ROUTE_MARK))
 
 
 class _DoneHub(Listener):
