@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 from django.db import connections, transaction
 
+from weft_django.conf import get_settings
 from weft_django.db import ops
 from weft_django.engine.wakes import DoneWaiter, Listening, Wake, WakeBackend
 from weft_django.transports.pickup_route import ROUTE_MARK, PickupRoute
@@ -186,7 +187,11 @@ class NotifyBackend(WakeBackend):
         on_wake: Callable[[], None],
         on_pickup: Callable[[], None] | None = None,
     ) -> Listening | None:
-        route = PickupRoute(on_pickup) if on_pickup is not None else None
+        # Routed only where every engine may pick up (per-workflow claims):
+        # under the global lease only its holder does, so a wake routed to a
+        # standby would wait for the fallback.
+        routes = on_pickup is not None and get_settings().ownership == "workflow-lease"
+        route = PickupRoute(on_pickup) if on_pickup is not None and routes else None
 
         def on_notify(channel: str, payload: str) -> None:
             if route is not None and payload.startswith(PICKUP_PREFIX):
