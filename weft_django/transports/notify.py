@@ -4,11 +4,15 @@
 it each wake once the writing transaction committed (a rolled-back start
 wakes nobody), and it sends ``pg_notify`` -- ``weft_wake`` (payload: the
 workflow id, ``pickup <workflow id>`` for a wake that made a run pending)
-for a wake, ``weft_done`` (payload: the run id) for a finished run. An
-engine ``Listener`` holds one dedicated psycopg connection (not Django's: a
+for a wake, ``weft_done`` (payload: the run id) for a finished run. A
+write that can send it in its own statement (``client.start``) asks
+``in_statement`` and PostgreSQL delivers it on commit. An engine
+``Listener`` holds one dedicated psycopg connection (not Django's: a
 LISTENing connection must not be shared with queries or closed by request
-cycles) and calls back when anything arrives; a pickup wake calls the
-engine's pickup alone, any other payload its whole maintenance pass.
+cycles) and calls back when anything arrives; a pickup wake runs the
+engine's pickup alone -- at once on the one engine it is routed to, after a
+short delay on the others (``transports.pickup_route``) -- and any other
+payload its whole maintenance pass.
 
 Callers of ``WorkflowHandle.result()`` share one ``LISTEN weft_done``
 connection per process and database (``_DoneHub``): a waiter registers its
