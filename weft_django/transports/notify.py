@@ -24,7 +24,6 @@ the work.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -34,8 +33,8 @@ from typing import Any, ClassVar
 from django.db import connections, transaction
 
 from weft_django.conf import get_settings
-from weft_django.db import ops
 from weft_django.engine.wakes import DoneWaiter, Listening, Wake, WakeBackend
+from weft_django.transports.listener import Listener, listen_sql, supported
 from weft_django.transports.pickup_route import ROUTE_MARK, PickupRoute
 
 logger = logging.getLogger("weft_django.transports")
@@ -56,113 +55,9 @@ def _send(channel: str, payload: str, using: str) -> None:
 
 def notify_on_commit(channel: str, payload: str, using: str) -> None:
     """Send ``NOTIFY channel, payload`` after the current transaction commits."""
-    if not _supported(using):
+    if not supported(using):
         return
     transaction.on_commit(lambda: _send(channel, payload, using), using=using)
-
-
-def _supported(using: str) -> bool:
-    """The database of ``using`` has LISTEN/NOTIFY (the vendor seam says)."""
-    return ops(using).supports_listen_notify
-
-
-def _listen_sql(channel: str, mark: str | None = None) -> Any:
-    from psycopg import sql
-
-    statement = sql.SQL("LISTEN {}").format(sql.Identifier(channel))
-    if mark is None:
-        return statement
-    return sql.SQL("{} /* {} */").format(statement, sql.SQL(mark))
-
-
-class Listener(Listening):
-    """A background thread that LISTENs and calls ``on_notify(channel, payload)``."""
-
-    #: Seconds between checks of ``stop()`` while no notification arrives.
-    tick: float = 1.0
-
-    def __init__(
-        self, using: str, channels: tuple[str, ...], on_notify: Callable[[str, str], None]
-    ) -> None:
-        self.using = using
-        self.channels = channels
-        self.on_notify = on_notify
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._connected = False
-
-    @property
-    def connected(self) -> bool:
-        return self._connected and not self._stop.is_set()
-
-    @staticmethod
-    def available(using: str) -> bool:
-        return _supported(using)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="weft-listen", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    #: A comment after each LISTEN statement (``transports.pickup_route``).
-    listen_mark: str | None = None
-
-    def connect(self) -> Any:
-        """A new autocommit psycopg connection LISTENing on ``channels``."""
-        import psycopg
-
-        params = connections[self.using].get_connection_params()
-        for private in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
-            params.pop(private, None)
-        conn = psycopg.connect(autocommit=True, **params)
-        try:
-            for channel in self.channels:
-                conn.execute(_listen_sql(channel, self.listen_mark))
-        except Exception:
-            conn.close()
-            raise
-        return conn
-
-    def _run(self, conn: Any = None) -> None:
-        while not self._stop.is_set():
-            if conn is None:
-                try:
-                    conn = self.connect()
-                except Exception:
-                    logger.warning("LISTEN connection failed; polling only", exc_info=True)
-                    self._stop.wait(5)
-                    continue
-            self._connected = True
-            self.on_connect()
-            try:
-                while not self._stop.is_set():
-                    # One batch per wait (``stop_after``: never cut a batch
-                    # short, which would drop the rest of it), then ``between``.
-                    for note in conn.notifies(timeout=self.wait_s(), stop_after=1):
-                        self.on_notify(note.channel, note.payload)
-                    self.between(conn)
-            except Exception:
-                self._connected = False
-                if not self._stop.is_set():
-                    logger.warning("LISTEN connection lost; reconnecting", exc_info=True)
-                    self._stop.wait(1)
-            finally:
-                self._connected = False
-                with contextlib.suppress(Exception):
-                    conn.close()
-                conn = None
-
-    def on_connect(self) -> None:
-        """A new connection LISTENs: what the lost one missed may have happened."""
-
-    def wait_s(self) -> float:
-        """How long to block for notifications before ``between`` runs."""
-        return self.tick
-
-    def between(self, conn: Any) -> None:
-        """Between two waits, on the listener's thread (its connection is free)."""
 
 
 class NotifyBackend(WakeBackend):
@@ -247,7 +142,7 @@ class _WakeListener(Listener):
             return
         self.route.fire_due()
         if self.route.refresh_due():
-            self.route.refresh(conn, _listen_sql(WAKE_CHANNEL, ROUTE_MARK))
+            self.route.refresh(conn, listen_sql(WAKE_CHANNEL, ROUTE_MARK))
 
 
 class _DoneHub(Listener):
