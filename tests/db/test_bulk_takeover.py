@@ -230,3 +230,39 @@ def test_the_reclaim_pass_takes_a_gone_engines_claims_in_one_batch(
         assert WorkflowRun.objects.get(pk=handles[0].run_id).status == "completed"
     finally:
         taker.dispose(grace=0)
+
+
+def test_a_batchs_claim_writes_are_one_update_fenced_on_the_epoch_read(
+    clock: ManualClock, taker: Engine
+) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    _gone_engine("dead-one", clock)
+    wids = _held("u", 6, "dead-one", clock)
+    gone = _gone_seen(taker, "dead-one")
+    table = WorkflowClaim._meta.db_table
+    with CaptureQueriesContext(connection) as queries:
+        got = take_over_gone(taker, gone, 100)
+    assert sorted(w for _, w in got.taken) == wids
+    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    assert len(updates) == 1 and table in updates[0], updates
+    assert {c.epoch for c in WorkflowClaim.objects.filter(pk__in=wids)} == {4}
+
+
+def test_a_claim_write_at_another_epoch_fails_the_whole_batch(
+    clock: ManualClock, taker: Engine
+) -> None:
+    """The statement's own fence: a put whose epoch read is not the row's
+    matches nothing, and the batch writes no claim at all."""
+    from weft_django.ownership.batch import conditional_batch
+    from weft_django.ownership.ops import ClaimCondition, PutClaim
+
+    wids = _held("f", 3, "dead-two", clock)
+    puts = tuple(
+        (PutClaim(wid, 4, ("taker", clock() + TTL, clock())), 2 if wid == wids[1] else 3)
+        for wid in wids
+    )
+    label = ClaimCondition(wids[1], 3, label="claim")
+    result = conditional_batch([], [bulk_module.TakeoverClaims(puts, label)])
+    assert not result.committed and result.failed_condition == label
+    assert {c.epoch for c in WorkflowClaim.objects.filter(pk__in=wids)} == {3}

@@ -11,10 +11,13 @@ last waited over a second. Where the database has ``SKIP LOCKED``,
 ``take_over_gone`` locks up to ``limit`` claim rows held by a gone engine
 whose workflow has a drivable run, without waiting for a row another
 transaction holds (a second survivor takes it: survivors share the work),
-and commits every ``build_takeover`` as ONE conditional batch (its
-``takeover`` events in one ``INSERT``). Its conditions hold because the
-rows are locked, and still are checked; a holder that is not gone is not
-selected, and the exact-holder CAS would refuse a changed one anyway.
+and commits every ``build_takeover`` as ONE conditional batch: its claim
+writes as one ``UPDATE … FROM (VALUES …)`` (``TakeoverClaims``), its
+``takeover`` events as one ``INSERT``. Its conditions hold because the rows
+are locked, and still are checked by the batch; the ``UPDATE`` repeats the
+fence in its own ``WHERE`` (each row only at the epoch read) and a row
+count short of the batch fails it as a whole. A holder that is not gone is
+not selected, and the exact-holder CAS would refuse a changed one anyway.
 Expired-by-TTL holders, released claims and SQLite stay with the
 one-at-a-time reclaim.
 """
@@ -23,14 +26,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
-from django.db import DatabaseError, models, transaction
+from django.db import DatabaseError, connections, models, transaction
 
 from weft_django import db as store
 from weft_django.engine.host import TurnHost
-from weft_django.models import DRIVABLE_STATUSES
+from weft_django.models import DRIVABLE_STATUSES, WorkflowClaim
 from weft_django.ownership.batch import conditional_batch, is_retryable
-from weft_django.ownership.ops import BulkInsert, Condition, Insert, Write
+from weft_django.ownership.ops import (
+    BulkInsert,
+    Condition,
+    Insert,
+    PutClaim,
+    Write,
+    WriteConflict,
+)
 from weft_django.ownership.transitions import ClaimSnapshot, Transition, build_takeover
 
 logger = logging.getLogger("weft_django.engine")
@@ -44,6 +55,57 @@ class BulkTakeover:
     taken: list[tuple[str, str]] = field(default_factory=list)
     #: Locked rows this pass looked at (taken, or skipped for this engine's cooldown).
     seen: int = 0
+
+
+@dataclass(frozen=True)
+class TakeoverClaims:
+    """Every claim write of one bulk takeover as ONE conditional ``UPDATE``.
+
+    ``puts``: each ``PutClaim`` with the epoch its condition read. Each row
+    is written only at that epoch (the fence, again in the statement); when
+    fewer rows match than there are puts, ``WriteConflict`` on ``condition``
+    undoes the whole batch. Not PostgreSQL: one ``PutClaim`` at a time.
+    """
+
+    puts: tuple[tuple[PutClaim, int], ...]
+    condition: Condition
+
+    def apply(self, using: str) -> None:
+        if not self.puts:
+            return
+        connection = connections[using]
+        if connection.vendor != "postgresql":
+            for put, _ in self.puts:
+                put.apply(using)
+            return
+        quote = connection.ops.quote_name
+        meta = WorkflowClaim._meta
+        col = {name: quote(_column(name)) for name in CLAIM_COLUMNS}
+        row = "(%s::varchar, %s::bigint, %s::bigint, %s::varchar, %s::bigint, %s::bigint)"
+        params: list[Any] = []
+        for put, read_epoch in self.puts:
+            params += [put.workflow_id, read_epoch, put.epoch, *put.holder]
+        sql = (
+            f"UPDATE {quote(meta.db_table)} AS c SET {col['epoch']} = v.epoch, "
+            f"{col['engine_id']} = v.engine_id, {col['expires_at']} = v.expires_at, "
+            f"{col['claimed_at']} = v.claimed_at "
+            f"FROM (VALUES {', '.join([row] * len(self.puts))}) "
+            "AS v(workflow_id, read_epoch, epoch, engine_id, expires_at, claimed_at) "
+            f"WHERE c.{col['workflow_id']} = v.workflow_id AND c.{col['epoch']} = v.read_epoch"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            if cursor.rowcount != len(self.puts):
+                raise WriteConflict(self.condition)
+
+
+CLAIM_COLUMNS = ("workflow_id", "epoch", "engine_id", "expires_at", "claimed_at")
+
+
+def _column(name: str) -> str:
+    field = WorkflowClaim._meta.get_field(name)
+    assert isinstance(field, models.Field)
+    return field.column or field.attname
 
 
 def bulk_takeover_applies(engine: TurnHost) -> bool:
@@ -78,6 +140,7 @@ def take_over_gone(engine: TurnHost, gone: frozenset[str], limit: int) -> BulkTa
             conditions: list[Condition] = []
             writes: list[Write] = []
             events: list[models.Model] = []
+            puts: list[tuple[PutClaim, int]] = []
             batch: list[tuple[str, str, Transition]] = []
             for locked in rows:
                 if registry.cooldown.is_active(locked.workflow_id, now):
@@ -91,10 +154,13 @@ def take_over_gone(engine: TurnHost, gone: frozenset[str], limit: int) -> BulkTa
                 for write in transition.writes:
                     if isinstance(write, Insert):  # its ClaimEvent: one INSERT for all
                         events.append(write.instance)
+                    elif isinstance(write, PutClaim):  # its claim: one UPDATE for all
+                        puts.append((write, snapshot.epoch))
                     else:
                         writes.append(write)
                 batch.append((locked.run_id, locked.workflow_id, transition))
             if batch:
+                writes.append(TakeoverClaims(tuple(puts), conditions[0]))
                 writes.append(BulkInsert(events))
                 result = conditional_batch(conditions, writes, using=db)
                 if result.committed:
@@ -125,4 +191,4 @@ def take_over_gone(engine: TurnHost, gone: frozenset[str], limit: int) -> BulkTa
     return out
 
 
-__all__ = ["BulkTakeover", "bulk_takeover_applies", "take_over_gone"]
+__all__ = ["BulkTakeover", "TakeoverClaims", "bulk_takeover_applies", "take_over_gone"]

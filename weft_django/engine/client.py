@@ -9,6 +9,7 @@ pickup (ADR 0002: *intentionally external*).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from weft_django.clock import now_ms
 from weft_django.conf import get_settings
 from weft_django.durations import to_ms
-from weft_django.engine import operations
+from weft_django.engine import operations, start_statement
 from weft_django.engine.aclient import AsyncHandleMethods, asyncify
 from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations import latest_run
@@ -170,6 +171,12 @@ def start(
         deadline += max(0, begin_at - now_ms())
 
     db = get_settings().database
+    if idempotency_key is None:
+        started = _start_in_one_statement(
+            workflow_id, name, stored_input, begin_at, deadline, on_conflict, db
+        )
+        if started is not None:
+            return started
     # No transaction of its own (the caller's, when there is one): the one
     # write is the batch's, and what keeps a concurrent start out is the
     # unique constraint its Insert fails on (one live run per workflow id, one
@@ -205,6 +212,44 @@ def start(
         raise WorkflowAlreadyRunning(workflow_id)
     # On the caller's commit, or now (the batch committed its own transaction).
     announce(Wake("start", str(run.pk), db, workflow_id, begin_at))
+    return WorkflowHandle(workflow_id, str(run.pk))
+
+
+def _start_in_one_statement(
+    workflow_id: str,
+    name: str,
+    stored_input: Any,
+    begin_at: int | None,
+    deadline: int | None,
+    on_conflict: str,
+    db: str,
+) -> WorkflowHandle | None:
+    """The common start as ONE statement (``engine.start_statement``), its
+    pickup wake in it when a backend can send it there; ``None``: the slow
+    path decides (something stood in the way, or it does not apply)."""
+    run = WorkflowRun(
+        workflow_id=workflow_id,
+        name=name,
+        status="pending",
+        input=stored_input,
+        start_at=begin_at,
+        deadline_at=deadline,
+    )
+    if not start_statement.applies(run, db):
+        return None
+    wake = Wake("start", str(run.pk), db, workflow_id, begin_at)
+    riding = backends.in_statement(wake)
+    inserted = start_statement.insert_start(
+        run,
+        after_finished=on_conflict == "start-new",
+        notify=riding[1] if riding is not None else None,
+        using=db,
+    )
+    if not inserted:
+        return None
+    if riding is not None:
+        wake = dataclasses.replace(wake, delivered_by=frozenset({riding[0]}))
+    announce(wake)  # the other backends, on the caller's commit or now
     return WorkflowHandle(workflow_id, str(run.pk))
 
 

@@ -55,6 +55,9 @@ class Wake:
     workflow_id: str | None = None
     #: A delayed start's time (engine-clock ms), for ``start``.
     start_at: int | None = None
+    #: Backends (``WakeBackend.name``) the write's own statement already
+    #: delivered through (``WakeBackend.in_statement``): ``deliver`` skips them.
+    delivered_by: frozenset[str] = frozenset()
 
     @property
     def is_pickup(self) -> bool:
@@ -119,6 +122,12 @@ class WakeBackend:
         when this is true."""
         return True
 
+    def in_statement(self, wake: Wake) -> tuple[str, str] | None:
+        """``(channel, payload)`` of a ``pg_notify`` the announcing write may
+        send in its own statement instead of ``deliver`` (PostgreSQL delivers
+        it only on commit, as ``on_commit`` would); ``None``: deliver only."""
+        return None
+
     def listen(
         self,
         using: str,
@@ -182,9 +191,20 @@ class WakeBackends:
     def for_alias(self, using: str) -> tuple[WakeBackend, ...]:
         return tuple(b for b in self.all() if _available(b, using))
 
+    def in_statement(self, wake: Wake) -> tuple[str, tuple[str, str]] | None:
+        """The first backend that can ride ``wake`` in the write's own
+        statement: its name and ``(channel, payload)``; ``None`` when none can."""
+        for backend in self.for_alias(wake.using):
+            sent = backend.in_statement(wake)
+            if sent is not None:
+                return backend.name, sent
+        return None
+
     def deliver_now(self, wake: Wake) -> None:
         """Deliver ``wake`` to every backend (errors logged, never raised)."""
         for backend in self.for_alias(wake.using):
+            if backend.name in wake.delivered_by:
+                continue
             try:
                 backend.deliver(wake)
             except Exception:  # a lost wake costs one polling interval, never correctness
@@ -233,7 +253,7 @@ backends = WakeBackends()
 def announce(wake: Wake) -> None:
     """THE post-commit call: deliver ``wake`` once the current transaction of
     ``wake.using`` commits (at once outside a transaction)."""
-    if not backends.for_alias(wake.using):
+    if not any(b.name not in wake.delivered_by for b in backends.for_alias(wake.using)):
         return
     transaction.on_commit(lambda: backends.deliver_now(wake), using=wake.using)
 

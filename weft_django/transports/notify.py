@@ -4,11 +4,15 @@
 it each wake once the writing transaction committed (a rolled-back start
 wakes nobody), and it sends ``pg_notify`` -- ``weft_wake`` (payload: the
 workflow id, ``pickup <workflow id>`` for a wake that made a run pending)
-for a wake, ``weft_done`` (payload: the run id) for a finished run. An
-engine ``Listener`` holds one dedicated psycopg connection (not Django's: a
+for a wake, ``weft_done`` (payload: the run id) for a finished run. A
+write that can send it in its own statement (``client.start``) asks
+``in_statement`` and PostgreSQL delivers it on commit. An engine
+``Listener`` holds one dedicated psycopg connection (not Django's: a
 LISTENing connection must not be shared with queries or closed by request
-cycles) and calls back when anything arrives; a pickup wake calls the
-engine's pickup alone, any other payload its whole maintenance pass.
+cycles) and calls back when anything arrives; a pickup wake runs the
+engine's pickup alone -- at once on the one engine it is routed to, after a
+short delay on the others (``transports.pickup_route``) -- and any other
+payload its whole maintenance pass.
 
 Callers of ``WorkflowHandle.result()`` share one ``LISTEN weft_done``
 connection per process and database (``_DoneHub``): a waiter registers its
@@ -20,7 +24,6 @@ the work.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -29,8 +32,10 @@ from typing import Any, ClassVar
 
 from django.db import connections, transaction
 
-from weft_django.db import ops
+from weft_django.conf import get_settings
 from weft_django.engine.wakes import DoneWaiter, Listening, Wake, WakeBackend
+from weft_django.transports.listener import Listener, listen_sql, supported
+from weft_django.transports.pickup_route import ROUTE_MARK, PickupRoute
 
 logger = logging.getLogger("weft_django.transports")
 
@@ -50,97 +55,9 @@ def _send(channel: str, payload: str, using: str) -> None:
 
 def notify_on_commit(channel: str, payload: str, using: str) -> None:
     """Send ``NOTIFY channel, payload`` after the current transaction commits."""
-    if not _supported(using):
+    if not supported(using):
         return
     transaction.on_commit(lambda: _send(channel, payload, using), using=using)
-
-
-def _supported(using: str) -> bool:
-    """The database of ``using`` has LISTEN/NOTIFY (the vendor seam says)."""
-    return ops(using).supports_listen_notify
-
-
-def _listen_sql(channel: str) -> Any:
-    from psycopg import sql
-
-    return sql.SQL("LISTEN {}").format(sql.Identifier(channel))
-
-
-class Listener(Listening):
-    """A background thread that LISTENs and calls ``on_notify(channel, payload)``."""
-
-    #: Seconds between checks of ``stop()`` while no notification arrives.
-    tick: float = 1.0
-
-    def __init__(
-        self, using: str, channels: tuple[str, ...], on_notify: Callable[[str, str], None]
-    ) -> None:
-        self.using = using
-        self.channels = channels
-        self.on_notify = on_notify
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._connected = False
-
-    @property
-    def connected(self) -> bool:
-        return self._connected and not self._stop.is_set()
-
-    @staticmethod
-    def available(using: str) -> bool:
-        return _supported(using)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="weft-listen", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def connect(self) -> Any:
-        """A new autocommit psycopg connection LISTENing on ``channels``."""
-        import psycopg
-
-        params = connections[self.using].get_connection_params()
-        for private in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
-            params.pop(private, None)
-        conn = psycopg.connect(autocommit=True, **params)
-        try:
-            for channel in self.channels:
-                conn.execute(_listen_sql(channel))
-        except Exception:
-            conn.close()
-            raise
-        return conn
-
-    def _run(self, conn: Any = None) -> None:
-        while not self._stop.is_set():
-            if conn is None:
-                try:
-                    conn = self.connect()
-                except Exception:
-                    logger.warning("LISTEN connection failed; polling only", exc_info=True)
-                    self._stop.wait(5)
-                    continue
-            self._connected = True
-            self.on_connect()
-            try:
-                while not self._stop.is_set():
-                    for note in conn.notifies(timeout=self.tick):
-                        self.on_notify(note.channel, note.payload)
-            except Exception:
-                self._connected = False
-                if not self._stop.is_set():
-                    logger.warning("LISTEN connection lost; reconnecting", exc_info=True)
-                    self._stop.wait(1)
-            finally:
-                self._connected = False
-                with contextlib.suppress(Exception):
-                    conn.close()
-                conn = None
-
-    def on_connect(self) -> None:
-        """A new connection LISTENs: what the lost one missed may have happened."""
 
 
 class NotifyBackend(WakeBackend):
@@ -154,12 +71,14 @@ class NotifyBackend(WakeBackend):
         return Listener.available(using)
 
     def deliver(self, wake: Wake) -> None:
+        _send(*self.in_statement(wake), wake.using)
+
+    def in_statement(self, wake: Wake) -> tuple[str, str]:
         if wake.event == "finished":
-            _send(DONE_CHANNEL, wake.run_id, wake.using)
-        elif wake.is_pickup:
-            _send(WAKE_CHANNEL, PICKUP_PREFIX + (wake.workflow_id or ""), wake.using)
-        else:
-            _send(WAKE_CHANNEL, wake.workflow_id or "", wake.using)
+            return DONE_CHANNEL, wake.run_id
+        if wake.is_pickup:
+            return WAKE_CHANNEL, PICKUP_PREFIX + (wake.workflow_id or "")
+        return WAKE_CHANNEL, wake.workflow_id or ""
 
     def listen(
         self,
@@ -167,13 +86,19 @@ class NotifyBackend(WakeBackend):
         on_wake: Callable[[], None],
         on_pickup: Callable[[], None] | None = None,
     ) -> Listening | None:
+        # Routed only where every engine may pick up (per-workflow claims):
+        # under the global lease only its holder does, so a wake routed to a
+        # standby would wait for the fallback.
+        routes = on_pickup is not None and get_settings().ownership == "workflow-lease"
+        route = PickupRoute(on_pickup) if on_pickup is not None and routes else None
+
         def on_notify(channel: str, payload: str) -> None:
-            if on_pickup is not None and payload.startswith(PICKUP_PREFIX):
-                on_pickup()
+            if route is not None and payload.startswith(PICKUP_PREFIX):
+                route.wake(payload[len(PICKUP_PREFIX) :])
             else:
                 on_wake()
 
-        listener = _WakeListener(using, (WAKE_CHANNEL,), on_notify, on_wake)
+        listener = _WakeListener(using, (WAKE_CHANNEL,), on_notify, on_wake, route)
         listener.start()
         return listener
 
@@ -183,7 +108,12 @@ class NotifyBackend(WakeBackend):
 
 class _WakeListener(Listener):
     """An engine's ``LISTEN weft_wake``: each (re)connect asks for a full pass,
-    which finds what a wake lost while the connection was down announced."""
+    which finds what a wake lost while the connection was down announced.
+
+    With a ``route`` (the engine takes pickup wakes), its LISTEN carries
+    ``ROUTE_MARK`` so the other engines count it among the live peers, and
+    between waits the thread fires the armed fallback pickup and
+    re-reads the peers (``transports.pickup_route``)."""
 
     def __init__(
         self,
@@ -191,12 +121,28 @@ class _WakeListener(Listener):
         channels: tuple[str, ...],
         on_notify: Callable[[str, str], None],
         on_wake: Callable[[], None],
+        route: PickupRoute | None = None,
     ) -> None:
         super().__init__(using, channels, on_notify)
         self.on_wake = on_wake
+        self.route = route
+        if route is not None:
+            self.listen_mark = ROUTE_MARK
 
     def on_connect(self) -> None:
+        if self.route is not None:
+            self.route.forget()
         self.on_wake()
+
+    def wait_s(self) -> float:
+        return self.tick if self.route is None else self.route.timeout(self.tick)
+
+    def between(self, conn: Any) -> None:
+        if self.route is None:
+            return
+        self.route.fire_due()
+        if self.route.refresh_due():
+            self.route.refresh(conn, listen_sql(WAKE_CHANNEL, ROUTE_MARK))
 
 
 class _DoneHub(Listener):
