@@ -167,9 +167,14 @@ def test_two_threads_racing_the_newer_epoch_wins(order):
     locked = threading.Event()
     results: dict[int, int] = {}
     errors: list[BaseException] = []
+    writer_pids: list[int] = []
 
     def write(epoch: int, hold: bool) -> None:
         try:
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cur:
+                    cur.execute("SELECT pg_backend_pid()")
+                    writer_pids.append(cur.fetchone()[0])
             with transaction.atomic():
                 results[epoch] = fenced_update(
                     row, info=fence(epoch), balance=100 + epoch, writer=f"e{epoch}"
@@ -196,7 +201,7 @@ def test_two_threads_racing_the_newer_epoch_wins(order):
     assert stored(row) == (104, "e4", "order-1", 4)
     assert results == {4: 1, 3: 0 if order == "newer-first" else 1}
     if connection.vendor == "postgresql":
-        _wait_for_the_threads_sessions_to_end()
+        _wait_for_the_threads_sessions_to_end(writer_pids)
 
 
 def _wait_for_a_lock_waiter() -> None:
@@ -220,17 +225,16 @@ def _wait_for_a_lock_waiter() -> None:
     wait_for("the other writer to wait on the row lock", waiting, timeout=10)
 
 
-def _wait_for_the_threads_sessions_to_end() -> None:
+def _wait_for_the_threads_sessions_to_end(pids: list[int]) -> None:
     """The writers closed their connections; their server sessions end a moment
-    later -- before the test database is dropped."""
+    later -- before the test database is dropped. Only the writers' own
+    sessions are waited for: other tests' long-lived sessions (LISTEN hubs)
+    may still be open."""
     from tests.support import wait_for
 
     def gone() -> bool:
         with connection.cursor() as cur:
-            cur.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid()"
-            )
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
             row = cur.fetchone()
             return row is not None and row[0] == 0
 
