@@ -72,6 +72,10 @@ def _terminal(env: Any) -> None:
 API_WRITES: dict[str, tuple[Callable[[Any], None], Callable[[], bool]]] = {
     "workflow-list": (_pending, lambda: WorkflowRun.objects.filter(workflow_id="sec-new").exists()),
     "workflow-signal": (_pending, lambda: SignalMessage.objects.filter(name="go").exists()),
+    "workflow-signal-with-start": (
+        _pending,
+        lambda: SignalMessage.objects.filter(name="go").exists(),
+    ),
     "workflow-cancel": (_pending, lambda: _status() == "cancelled"),
     "workflow-suspend": (_pending, lambda: _status() == "suspended"),
     "workflow-resume": (_suspended, lambda: _status() == "pending"),
@@ -79,7 +83,7 @@ API_WRITES: dict[str, tuple[Callable[[Any], None], Callable[[], bool]]] = {
     "workflow-purge": (_terminal, lambda: not WorkflowRun.objects.exists()),
     "workflow-query": (_pending, lambda: True),  # a read by POST: nothing to see
 }
-OK_STATUS = {"workflow-list": 201, "workflow-signal": 202}
+OK_STATUS = {"workflow-list": 201, "workflow-signal": 202, "workflow-signal-with-start": 202}
 GUARDED = sorted(n for n in ROUTES if n not in TOKEN_ROUTES and n != CATCH_ALL)
 API_CASES = [(name, method) for name in GUARDED for method in UNSAFE]
 

@@ -41,6 +41,7 @@ STAFF_EXPECTED: dict[tuple[str, str], int] = {
     ("workflow-detail", "GET"): 200,
     ("workflow-history", "GET"): 200,
     ("workflow-signal", "POST"): 202,
+    ("workflow-signal-with-start", "POST"): 202,
     ("workflow-cancel", "POST"): 200,
     ("workflow-suspend", "POST"): 200,
     ("workflow-resume", "POST"): 409,
@@ -63,6 +64,7 @@ UNKNOWN_TOKEN = "f" * 64
 BODIES: dict[str, dict[str, Any]] = {
     "workflow-list": {"name": "sec-signal", "workflow_id": "sec-new", "input": {"k": 1}},
     "workflow-signal": {"name": "go", "payload": {"p": 1}},
+    "workflow-signal-with-start": {"name": "sec-signal", "signal": "go", "payload": {"p": 1}},
     "workflow-query": {"name": "progress"},
     "async-activity-complete": {"result": {"r": 1}},
     "async-activity-fail": {"error": {"message": "declined"}},

@@ -246,8 +246,9 @@ def test_warning_log_records_carry_only_allowed_fields(scenario: dict[str, Any])
 def test_warning_classes_declare_no_payload_fields() -> None:
     """The declared fields of every warning class: ids and closed sets only."""
     declared = {name for cls in WARNING_CLASSES for name in cls._fields}
-    # ``activity``: an activity's registered name (code, not data).
-    assert declared == {"workflow_id", "wake_kind", "holder_id", "reason", "activity"}
+    # ``activity``: an activity's registered name (code, not data); ``alias``:
+    # a database alias from settings (configuration, not data).
+    assert declared == {"workflow_id", "wake_kind", "holder_id", "reason", "activity", "alias"}
 
 
 def test_every_warn_call_passes_only_allowed_fields() -> None:
