@@ -31,13 +31,13 @@ from weft_django.durations import optional_ms
 from weft_django.engine.definitions import registry
 from weft_django.engine.operations._loop import (
     Prepared,
-    claim_snapshot,
     commit_with_retries,
     latest_run,
 )
 from weft_django.engine.operations.stop import (
     _live_descendants,
     _stop_writes,
+    add_rotation,
     cancel_spec,
     run_stop,
 )
@@ -45,7 +45,6 @@ from weft_django.engine.wakes import WakeSubject, announce_event
 from weft_django.errors import InvalidTransitionError
 from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, WorkflowRun
 from weft_django.ownership.batch import Condition, RowCondition, RunCondition, Update, Write
-from weft_django.ownership.transitions import build_rotation
 
 
 def default_grace_ms(run: WorkflowRun) -> int | None:
@@ -116,12 +115,9 @@ def _request_writes(
         "wake_seq": F("wake_seq") + 1,
     }
     writes: list[Write] = [Update(WorkflowRun, {"pk": run.pk}, values)]
-    if get_settings().ownership == "workflow-lease":
-        rotation = build_rotation(
-            claim_snapshot(run.workflow_id, db), actor=actor, now=now, reason="cancel requested"
-        )
-        conditions.extend(rotation.conditions)
-        writes.extend(rotation.writes)
+    add_rotation(
+        run, db, actor=actor, now=now, reason="cancel requested", into=(conditions, writes)
+    )
     return conditions, writes
 
 

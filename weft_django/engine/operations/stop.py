@@ -135,13 +135,28 @@ def _stop_writes(
         writes.extend(bump_parent(run))
     else:
         writes.append(Delete(Timer, {"run_id": run.pk, "kind__in": ["sleep", "retry", "timeout"]}))
-    if get_settings().ownership == "workflow-lease":
-        rotation = build_rotation(
-            claim_snapshot(run.workflow_id, db), actor=actor, now=now, reason=reason
-        )
-        conditions.extend(rotation.conditions)
-        writes.extend(rotation.writes)
+    add_rotation(run, db, actor=actor, now=now, reason=reason, into=(conditions, writes))
     return conditions, writes
+
+
+def add_rotation(
+    run: WorkflowRun,
+    db: str,
+    *,
+    actor: str,
+    now: int,
+    reason: str,
+    into: tuple[list[Condition], list[Write]],
+) -> None:
+    """Under workflow-lease ownership, append the claim rotation (epoch + 1,
+    holder deleted) to a stop's batch: the running owner's next fenced write
+    fails. The other modes have no per-workflow claim to rotate."""
+    if get_settings().ownership != "workflow-lease":
+        return
+    snapshot = claim_snapshot(run.workflow_id, db)
+    rotation = build_rotation(snapshot, actor=actor, now=now, reason=reason)
+    into[0].extend(rotation.conditions)
+    into[1].extend(rotation.writes)
 
 
 def run_stop(
