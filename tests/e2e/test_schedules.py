@@ -296,3 +296,29 @@ def test_async_twins(env):
 
     asyncio.run(go())
     assert Schedule.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_status_lines_and_the_ticks_metric(env):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from weft_django.contrib.prometheus import WeftClusterCollector
+
+    client.create_schedule("st", "sched-hold", every=1, overlap="skip")
+    env.run_until_idle()
+    tick(env)
+    tick(env)
+    out = StringIO()
+    call_command("weft_status", stdout=out)
+    text = out.getvalue()
+    assert "schedules: 1; ticks (all schedules): fired 1, skipped 1, buffered 0" in text
+    assert "  st: sched-hold (every 1 s); next " in text
+    registry = CollectorRegistry()
+    registry.register(WeftClusterCollector())
+    metrics = generate_latest(registry).decode()
+    assert 'weft_schedule_ticks_total{outcome="fired"} 1.0' in metrics
+    assert 'weft_schedule_ticks_total{outcome="skipped"} 1.0' in metrics
+    assert 'weft_schedule_ticks_total{outcome="missed"} 0.0' in metrics
