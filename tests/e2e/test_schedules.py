@@ -322,3 +322,23 @@ def test_status_lines_and_the_ticks_metric(env):
     assert 'weft_schedule_ticks_total{outcome="fired"} 1.0' in metrics
     assert 'weft_schedule_ticks_total{outcome="skipped"} 1.0' in metrics
     assert 'weft_schedule_ticks_total{outcome="missed"} 0.0' in metrics
+
+
+@pytest.mark.django_db(transaction=True)
+def test_admin_lists_next_fire_and_last_runs(env, admin_client):
+    from django.urls import reverse
+
+    client.create_schedule("adm", "sched-echo", every=1, overlap="allow")
+    env.run_until_idle()
+    tick(env)
+    page = admin_client.get(reverse("admin:weft_schedule_changelist"))
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "adm" in text and "every 1 s" in text and "2027-01-15T08:00:02Z" in text
+    detail = admin_client.get(reverse("admin:weft_schedule_change", args=["adm"]))
+    assert "adm@2027-01-15T08:00:01.000Z" in detail.content.decode()
+    url = reverse("admin:weft_schedule_changelist")
+    admin_client.post(url, {"action": "pause_schedules", "_selected_action": ["adm"]})
+    assert Schedule.objects.get(pk="adm").paused
+    admin_client.post(url, {"action": "trigger_schedules", "_selected_action": ["adm"]})
+    assert Schedule.objects.get(pk="adm").triggered_count == 1

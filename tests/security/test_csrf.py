@@ -201,6 +201,13 @@ ADMIN_ACTIONS: dict[str, tuple[str, Callable[[Any], None], Callable[[], bool]]] 
         _parked_with_claim,
         lambda: WorkflowClaim.objects.get(pk=WID).engine_id is None,
     ),
+    "pause_schedules": ("schedule", _scheduled, lambda: Schedule.objects.get().paused),
+    "resume_schedules": ("schedule", _scheduled, lambda: Schedule.objects.get().version == 2),
+    "trigger_schedules": (
+        "schedule",
+        _scheduled,
+        lambda: WorkflowRun.objects.filter(workflow_id__startswith="sec-sched@").count() == 1,
+    ),
 }
 
 
@@ -225,7 +232,8 @@ def test_admin_action_needs_the_csrf_token(superuser: Any, weft_env: Any, action
     """The action's form post: refused without the token (nothing written), done with it."""
     model, prepare, done = ADMIN_ACTIONS[action]
     prepare(weft_env)
-    pk = WID if model == "workflowclaim" else str(WorkflowRun.objects.get().pk)
+    pks = {"workflowclaim": WID, "schedule": "sec-sched"}
+    pk = pks[model] if model in pks else str(WorkflowRun.objects.get().pk)
     browser, token = _browser(superuser)
     url = reverse(f"admin:weft_{model}_changelist")
     form = {"action": action, "_selected_action": [pk], "index": "0", "post": "yes"}
