@@ -342,3 +342,25 @@ def test_admin_lists_next_fire_and_last_runs(env, admin_client):
     assert Schedule.objects.get(pk="adm").paused
     admin_client.post(url, {"action": "trigger_schedules", "_selected_action": ["adm"]})
     assert Schedule.objects.get(pk="adm").triggered_count == 1
+
+
+def test_system_checks_name_a_bad_declared_schedule(settings):
+    from weft_django.checks import check_weft_settings
+
+    settings.WEFT = {
+        "SCHEDULES": {
+            "ok": {"workflow": "sched-echo", "every": 60},
+            "ghost": {"workflow": "no-such-workflow", "every": 60},
+            "badtz": {"workflow": "sched-echo", "every": 60, "timezone": "Mars/Olympus"},
+            "bad id": {"workflow": "sched-echo", "every": 60},
+        }
+    }
+    found = {(m.id, m.msg.split(":")[0]) for m in check_weft_settings()}
+    assert (
+        "weft.E029",
+        "WEFT['SCHEDULES']['ghost'] names the workflow 'no-such-workflow', "
+        "which no @workflow registers",
+    ) in {(m.id, m.msg) for m in check_weft_settings()}
+    assert ("weft.E028", "WEFT['SCHEDULES']['badtz']") in found
+    messages = [(m.id, m.msg) for m in check_weft_settings()]
+    assert any(i == "weft.E027" and "'bad id'" in msg for i, msg in messages)
