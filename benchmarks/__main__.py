@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmarks import common
 
-BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers")
+BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", "schedules")
 #: Runnable by name, not part of ``all``: a full memory run (100,000 workflows
 #: through one engine) takes longer than the rest together.
 EXTRA = ("memory",)

@@ -27,6 +27,7 @@ class WeftConfig(AppConfig):
 
     def ready(self) -> None:
         from weft_django import checks  # noqa: F401  (registers the system checks)
+        from weft_django.engine import schedules  # noqa: F401  (registers weft.schedule)
         from weft_django.engine.definitions import autodiscover
 
         autodiscover()

@@ -16,6 +16,9 @@ weft.E022  PROMETHEUS_COLLECTOR not a bool
 weft.E023  TURN_MAX_FAILURES not an integer >= 1
 weft.E024  ACTIVITY_CONCURRENCY not an integer >= 1
 weft.E025  WORKFLOW_CACHE_SIZE not an integer >= 0
+weft.E027  SCHEDULES (or an entry) has the wrong shape, or an id is invalid
+weft.E028  a SCHEDULES entry has a bad value (cron, timezone, every, overlap, ...)
+weft.E029  a SCHEDULES entry names a workflow no @workflow registers
 weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
 
 The settings rules live in ``conf`` and the database capability rule in
@@ -32,6 +35,7 @@ from django.core import checks
 
 from weft_django import db as store
 from weft_django.conf import LEGACY_PROMETHEUS_SETTING, evaluate_settings
+from weft_django.engine.schedules.sync import declared_workflow_problems
 
 SUPPORTED_CELERY_POOLS = ("prefork", "threads", "solo")
 
@@ -43,6 +47,7 @@ def check_weft_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
         checks.Error(p.message, hint=p.hint, id=p.id) for p in problems
     ]
     messages.extend(check_database(weft.database, weft.ownership))
+    messages.extend(declared_workflow_problems(weft))
     if weft.transport == "celery":
         messages.extend(check_celery_ownership(weft.ownership))
     if getattr(django_settings, LEGACY_PROMETHEUS_SETTING, None) is not None:

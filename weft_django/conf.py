@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 from weft_django.durations import to_ms
+from weft_django.schedule_spec import ScheduleSpec, parse_declared
 
 #: SPEC §4.4: CLAIM_TTL must be at least this many renew intervals.
 WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER = 3
@@ -62,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_CONCURRENCY": 16,
     "WORKFLOW_CACHE_SIZE": 1000,
     "SESSION_PRESENCE": True,
+    "SCHEDULES": {},
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -89,6 +91,9 @@ CHECK_IDS: Final[dict[str, str]] = {
     "bad-activity-concurrency": "weft.E024",
     "bad-workflow-cache-size": "weft.E025",
     "bad-session-presence": "weft.E026",
+    "bad-schedules": "weft.E027",
+    "bad-schedule-spec": "weft.E028",
+    "unknown-schedule-workflow": "weft.E029",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -119,6 +124,8 @@ DESCRIPTIONS: dict[str, str] = {
     "process) keeps between turns (0 turns the cache off)",
     "SESSION_PRESENCE": "PostgreSQL: each engine holds a session-level advisory lock, so a "
     "killed engine's claims are taken over at once, not after CLAIM_TTL (ignored on SQLite)",
+    "SCHEDULES": "schedules declared in code (id -> workflow, cron or every, ...), synced "
+    "when an engine boots; a removed one is paused",
 }
 
 
@@ -161,6 +168,7 @@ class WeftSettings:
     activity_concurrency: int = DEFAULTS["ACTIVITY_CONCURRENCY"]
     workflow_cache_size: int = DEFAULTS["WORKFLOW_CACHE_SIZE"]
     session_presence: bool = DEFAULTS["SESSION_PRESENCE"]
+    schedules: tuple[ScheduleSpec, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -400,6 +408,10 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         )
         presence = DEFAULTS["SESSION_PRESENCE"]
 
+    schedules, schedule_problems = parse_declared(merged["SCHEDULES"])
+    for kind, message in schedule_problems:
+        problems.append(SettingsProblem(CHECK_IDS[kind], message))
+
     settings = WeftSettings(
         ownership=cast(OwnershipMode, ownership),
         claim_ttl_ms=durations["CLAIM_TTL"],
@@ -422,6 +434,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         activity_concurrency=activity_concurrency,
         workflow_cache_size=cache_size,
         session_presence=presence,
+        schedules=schedules,
         raw=dict(user),
     )
     return settings, problems

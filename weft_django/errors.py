@@ -479,6 +479,33 @@ class SagaCompensationError(WeftError):
         )
 
 
+@_error
+class ScheduleNotFound(WeftError):
+    """No schedule has this id (issue #16)."""
+
+    code = "schedule_not_found"
+    http_status = 404
+    schedule_id: str
+
+    def _message(self) -> str:
+        return f'No schedule with id "{self.schedule_id}" exists.'
+
+
+@_error
+class ScheduleAlreadyExists(WeftError):
+    """``create_schedule`` with an id that is taken (issue #16)."""
+
+    code = "schedule_already_exists"
+    http_status = 409
+    schedule_id: str
+
+    def _message(self) -> str:
+        return (
+            f'Schedule "{self.schedule_id}" already exists (update_schedule changes it, '
+            "delete_schedule removes it)."
+        )
+
+
 ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     WorkflowClaimUnavailableError,
     OwnershipModeMismatchError,
@@ -502,6 +529,8 @@ ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     StaleFenceError,
     WorkflowCancelled,
     SagaCompensationError,
+    ScheduleNotFound,
+    ScheduleAlreadyExists,
 )
 """Every concrete error class (the abstract base ``WeftError`` is not listed)."""
 

@@ -38,6 +38,7 @@ from weft_django.querysets import (
     WorkflowClaimQuerySet,
     WorkflowRunQuerySet,
 )
+from weft_django.schedule_models import Schedule  # the schedules' row (issue #16)
 
 __all__ = [
     "CLAIM_EVENT_KINDS",
@@ -57,6 +58,7 @@ __all__ = [
     "OwnershipModeMarker",
     "RunStatus",
     "RunStatusValue",
+    "Schedule",
     "SignalMessage",
     "Timer",
     "TimerKind",

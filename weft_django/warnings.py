@@ -36,6 +36,7 @@ __all__ = [
     "WeftActivityAbandonedWarning",
     "WeftAtomicOtherAliasWarning",
     "WeftLeaseLostWarning",
+    "WeftScheduleRemovedWarning",
     "WeftWarning",
     "WeftWorkflowClaimLostWarning",
     "WeftWorkflowWakeDiscardedWarning",
@@ -163,12 +164,31 @@ class WeftAtomicOtherAliasWarning(WeftWarning):
         )
 
 
+class WeftScheduleRemovedWarning(WeftWarning):
+    """A schedule declared in ``WEFT["SCHEDULES"]`` is no longer declared.
+
+    The boot-time sync pauses it (it does not delete it: its history and
+    counters stay; ``client.delete_schedule`` removes it). Shown once, by the
+    engine whose sync paused it.
+    """
+
+    _fields = ("schedule_id",)
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(
+            f'schedule "{schedule_id}" is no longer in WEFT["SCHEDULES"]: it was paused, not '
+            "deleted. Delete it with client.delete_schedule, or declare it again to resume it."
+        )
+
+
 WARNING_CLASSES: Final[tuple[type[WeftWarning], ...]] = (
     WeftWorkflowClaimLostWarning,
     WeftWorkflowWakeDiscardedWarning,
     WeftLeaseLostWarning,
     WeftActivityAbandonedWarning,
     WeftAtomicOtherAliasWarning,
+    WeftScheduleRemovedWarning,
 )
 """Every concrete warning class (the docs test compares against this)."""
 

@@ -12,6 +12,7 @@ from drf_spectacular.validation import validate_schema
 pytestmark = pytest.mark.django_db
 
 W = "/api/weft/workflows/{workflow_id}/"
+S = "/api/weft/schedules/{schedule_id}/"
 EXPECTED = {
     ("/api/weft/workflows/", "get"),
     ("/api/weft/workflows/", "post"),
@@ -32,6 +33,15 @@ EXPECTED = {
     ("/api/weft/metrics/", "get"),
     ("/api/weft/async-activities/{token}/complete/", "post"),
     ("/api/weft/async-activities/{token}/fail/", "post"),
+    ("/api/weft/schedules/", "get"),
+    ("/api/weft/schedules/", "post"),
+    (S, "get"),
+    (S, "patch"),
+    (S, "delete"),
+    (S + "pause/", "post"),
+    (S + "resume/", "post"),
+    (S + "trigger/", "post"),
+    (S + "backfill/", "post"),
 }
 
 

@@ -35,7 +35,7 @@ from tests.security.test_endpoint_matrix import (
     UNSAFE,
 )
 from weft_django.engine import client
-from weft_django.models import SignalMessage, WorkflowClaim, WorkflowRun
+from weft_django.models import Schedule, SignalMessage, WorkflowClaim, WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,6 +62,10 @@ def _failed(env: Any) -> None:
     assert _status() == "failed"
 
 
+def _scheduled(env: Any) -> None:
+    client.create_schedule("sec-sched", "sec-signal", every=3600)
+
+
 def _terminal(env: Any) -> None:
     _pending(env)
     client.cancel(WID)
@@ -82,8 +86,31 @@ API_WRITES: dict[str, tuple[Callable[[Any], None], Callable[[], bool]]] = {
     "workflow-retry": (_failed, lambda: _status() == "pending"),
     "workflow-purge": (_terminal, lambda: not WorkflowRun.objects.exists()),
     "workflow-query": (_pending, lambda: True),  # a read by POST: nothing to see
+    "schedule-list": (_pending, lambda: Schedule.objects.filter(pk="sec-sched").exists()),
+    # PATCH changes it, DELETE removes it: each leaves a different trace.
+    "schedule-detail": (
+        _scheduled,
+        lambda: Schedule.objects.filter(every_ms=3_600_000).count() == 0,
+    ),
+    "schedule-pause": (_scheduled, lambda: Schedule.objects.get(pk="sec-sched").paused),
+    "schedule-resume": (_scheduled, lambda: Schedule.objects.get(pk="sec-sched").version == 2),
+    "schedule-trigger": (
+        _scheduled,
+        lambda: WorkflowRun.objects.filter(workflow_id__startswith="sec-sched@").count() == 1,
+    ),
+    "schedule-backfill": (
+        _scheduled,
+        lambda: WorkflowRun.objects.filter(workflow_id__startswith="sec-sched@").count() == 3,
+    ),
 }
-OK_STATUS = {"workflow-list": 201, "workflow-signal": 202, "workflow-signal-with-start": 202}
+OK_STATUS = {
+    "workflow-list": 201,
+    "workflow-signal": 202,
+    "workflow-signal-with-start": 202,
+    "schedule-list": 201,
+    "schedule-trigger": 201,
+    "schedule-backfill": 201,
+}
 GUARDED = sorted(n for n in ROUTES if n not in TOKEN_ROUTES and n != CATCH_ALL)
 API_CASES = [(name, method) for name in GUARDED for method in UNSAFE]
 
@@ -118,7 +145,7 @@ def staff(django_user_model: Any) -> Any:
 
 def test_every_api_write_has_a_csrf_case() -> None:
     """Each implemented POST of a guarded endpoint has a prepared success state."""
-    writes = {n for (n, m) in STAFF_EXPECTED if m == "POST"}
+    writes = {n for (n, m) in STAFF_EXPECTED if m in UNSAFE}
     assert writes == set(API_WRITES), writes ^ set(API_WRITES)
 
 
@@ -174,6 +201,13 @@ ADMIN_ACTIONS: dict[str, tuple[str, Callable[[Any], None], Callable[[], bool]]] 
         _parked_with_claim,
         lambda: WorkflowClaim.objects.get(pk=WID).engine_id is None,
     ),
+    "pause_schedules": ("schedule", _scheduled, lambda: Schedule.objects.get().paused),
+    "resume_schedules": ("schedule", _scheduled, lambda: Schedule.objects.get().version == 2),
+    "trigger_schedules": (
+        "schedule",
+        _scheduled,
+        lambda: WorkflowRun.objects.filter(workflow_id__startswith="sec-sched@").count() == 1,
+    ),
 }
 
 
@@ -198,7 +232,8 @@ def test_admin_action_needs_the_csrf_token(superuser: Any, weft_env: Any, action
     """The action's form post: refused without the token (nothing written), done with it."""
     model, prepare, done = ADMIN_ACTIONS[action]
     prepare(weft_env)
-    pk = WID if model == "workflowclaim" else str(WorkflowRun.objects.get().pk)
+    pks = {"workflowclaim": WID, "schedule": "sec-sched"}
+    pk = pks[model] if model in pks else str(WorkflowRun.objects.get().pk)
     browser, token = _browser(superuser)
     url = reverse(f"admin:weft_{model}_changelist")
     form = {"action": action, "_selected_action": [pk], "index": "0", "post": "yes"}

@@ -53,6 +53,18 @@ STAFF_EXPECTED: dict[tuple[str, str], int] = {
     ("claim-list", "GET"): 200,
     ("engine-list", "GET"): 200,
     ("metrics", "GET"): 200,
+    # Schedules: no schedule exists in the matrix's state, so the detail routes
+    # answer 404 schedule_not_found (the view ran: the permission check let staff
+    # through); tests/security/test_csrf.py prepares one and sees them succeed.
+    ("schedule-list", "GET"): 200,
+    ("schedule-list", "POST"): 201,
+    ("schedule-detail", "GET"): 404,
+    ("schedule-detail", "PATCH"): 404,
+    ("schedule-detail", "DELETE"): 404,
+    ("schedule-pause", "POST"): 404,
+    ("schedule-resume", "POST"): 404,
+    ("schedule-trigger", "POST"): 404,
+    ("schedule-backfill", "POST"): 404,
 }
 #: The token alone authorises these (SPEC §5): same answer for every role.
 TOKEN_ROUTES = {"async-activity-complete": "POST", "async-activity-fail": "POST"}
@@ -68,8 +80,12 @@ BODIES: dict[str, dict[str, Any]] = {
     "workflow-query": {"name": "progress"},
     "async-activity-complete": {"result": {"r": 1}},
     "async-activity-fail": {"error": {"message": "declined"}},
+    "schedule-list": {"schedule_id": "sec-sched", "workflow": "sec-signal", "every": 3600},
+    "schedule-detail": {"every": 7200},
+    "schedule-backfill": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T02:00:00Z"},
 }
-SAMPLE_KWARGS = {"workflow_id": WID, "token": UNKNOWN_TOKEN}
+SID = "sec-sched"
+SAMPLE_KWARGS = {"workflow_id": WID, "token": UNKNOWN_TOKEN, "schedule_id": SID}
 
 
 class Route:

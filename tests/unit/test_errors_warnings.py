@@ -31,6 +31,7 @@ from weft_django.warnings import (
     WeftActivityAbandonedWarning,
     WeftAtomicOtherAliasWarning,
     WeftLeaseLostWarning,
+    WeftScheduleRemovedWarning,
     WeftWarning,
     WeftWorkflowClaimLostWarning,
     WeftWorkflowWakeDiscardedWarning,
@@ -114,6 +115,8 @@ SAMPLES: dict[type[WeftError], dict[str, Any]] = dict(
                 ],
             },
         ),
+        (errors_module.ScheduleNotFound, {"schedule_id": "nightly-14"}),
+        (errors_module.ScheduleAlreadyExists, {"schedule_id": "nightly-15"}),
     ]
 )
 
@@ -129,7 +132,7 @@ def test_every_public_error_class_is_listed_and_sampled() -> None:
         if inspect.isclass(obj) and issubclass(obj, WeftError) and obj is not WeftError
     }
     assert set(ERROR_CLASSES) == public
-    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 22
+    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 24
     assert set(SAMPLES) == public
     assert set(errors_module.__all__) >= {c.__name__ for c in public}
 
@@ -167,6 +170,8 @@ def test_codes_are_unique_stable_snake_case() -> None:
         (errors_module.StaleFenceError, 409),
         (errors_module.WorkflowCancelled, 409),
         (errors_module.SagaCompensationError, 500),
+        (errors_module.ScheduleNotFound, 404),
+        (errors_module.ScheduleAlreadyExists, 409),
     ],
 )
 def test_http_status(cls: type[WeftError], status: int) -> None:
@@ -247,6 +252,7 @@ def test_warning_classes() -> None:
         WeftLeaseLostWarning,
         WeftActivityAbandonedWarning,
         WeftAtomicOtherAliasWarning,
+        WeftScheduleRemovedWarning,
     ) == WARNING_CLASSES
     for cls in WARNING_CLASSES:
         assert issubclass(cls, WeftWarning) and issubclass(cls, RuntimeWarning)
@@ -367,6 +373,7 @@ def test_warnings_become_errors_under_w_error_and_can_be_filtered() -> None:
         WeftLeaseLostWarning("engine-a", "renewal-unconfirmable"),
         WeftActivityAbandonedWarning("charge_card", "timed out after 50 ms"),
         WeftAtomicOtherAliasWarning("reserve_stock", "analytics"),
+        WeftScheduleRemovedWarning("nightly"),
     ],
     ids=lambda w: type(w).__name__,
 )

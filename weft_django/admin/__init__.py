@@ -21,6 +21,7 @@ from .base import ReadOnlyAdmin, ReadOnlyInline, WeftDatabaseMixin
 from .claims import ClaimStateFilter, HolderAdmin
 from .engines import EngineAliveFilter, EngineRecordAdmin
 from .runs import JournalEntryInline, TimerInline, WorkflowRunAdmin
+from .schedules import ScheduleAdmin
 from .singletons import ClaimEventAdmin, GlobalLeaseAdmin, OwnershipModeMarkerAdmin
 from .timeline import TIMELINE_LIMIT
 
@@ -36,6 +37,7 @@ __all__ = [
     "OwnershipModeMarkerAdmin",
     "ReadOnlyAdmin",
     "ReadOnlyInline",
+    "ScheduleAdmin",
     "TimerInline",
     "WeftDatabaseMixin",
     "WorkflowRunAdmin",

@@ -29,6 +29,7 @@ if _missing:
     )
 
 from weft_django.api import views  # noqa: E402  (after the check above)
+from weft_django.api.views.schedules import schedule_urls  # noqa: E402
 from weft_django.api.views.signal_with_start import WorkflowSignalWithStartView  # noqa: E402
 from weft_django.ids import TOKEN_CHARS, WORKFLOW_ID_CHARS  # noqa: E402
 
@@ -107,5 +108,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
         views.AsyncActivityFailView.as_view(),
         name="async-activity-fail",
     ),
+    *schedule_urls("schedules/<weft_workflow_id:schedule_id>/"),
     re_path(r"^[\s\S]*$", views.not_found, name="not-found"),  # "." would miss a newline
 ]

@@ -39,7 +39,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from django.db import DatabaseError
 
+from weft_django.conf import get_settings
 from weft_django.inspection import ClusterStatus, cluster_status
+from weft_django.inspection.schedules import tick_totals
 from weft_django.ownership.metrics import CLAIM_ATTEMPT_OUTCOMES, RUN_STATUS_LABELS
 
 __all__ = ["OPT_IN_SETTING", "WeftClusterCollector", "register", "settings_opt_in", "unregister"]
@@ -113,6 +115,12 @@ class WeftClusterCollector(Collector):
                 "weft_timer_due_lag_seconds",
                 "How long the oldest due timer of a running or parked run has been due.",
             ),
+            "schedule_ticks": CounterMetricFamily(
+                "weft_schedule_ticks",
+                "Schedule ticks by outcome (fired, skipped, buffered, missed, triggered, "
+                "backfilled, failed), over every schedule.",
+                labels=["outcome"],
+            ),
             "up": GaugeMetricFamily(
                 "weft_cluster_scrape_ok", "1 if the cluster state was read from the database."
             ),
@@ -134,6 +142,13 @@ class WeftClusterCollector(Collector):
             yield families["up"]
             return
         self._fill(families, status)
+        try:
+            ticks = tick_totals(self.using or get_settings().database)
+        except DatabaseError:  # e.g. the schedules migration is not applied yet
+            logger.warning("weft metrics: could not read the schedules", exc_info=True)
+        else:
+            for outcome, n in ticks.items():
+                families["schedule_ticks"].add_metric([outcome], n)
         yield from families.values()
 
     @staticmethod

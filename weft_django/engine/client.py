@@ -409,3 +409,58 @@ __all__ += [
     "asuspend",
     "signal_with_start",
 ]
+
+# Schedules (issue #16): engine.schedules.calls.
+from weft_django.engine.schedules import calls as _schedules  # noqa: E402
+from weft_django.engine.schedules.calls import (  # noqa: E402
+    create_schedule,
+    delete_schedule,
+    describe_schedule,
+    list_schedules,
+    pause_schedule,
+    resume_schedule,
+    update_schedule,
+)
+
+
+def trigger_schedule(schedule_id: str) -> WorkflowHandle:
+    """Start one run of the schedule now, outside its ticks; its handle."""
+    return WorkflowHandle(*_schedules.trigger_schedule(schedule_id))
+
+
+def backfill_schedule(schedule_id: str, start: datetime, end: datetime) -> list[WorkflowHandle]:
+    """Start the run of every tick in ``[start, end]`` that has none yet; the
+    handles of every tick's run, in tick order."""
+    return [WorkflowHandle(*ids) for ids in _schedules.backfill_schedule(schedule_id, start, end)]
+
+
+acreate_schedule = asyncify(create_schedule)
+apause_schedule = asyncify(pause_schedule)
+aresume_schedule = asyncify(resume_schedule)
+atrigger_schedule = asyncify(trigger_schedule)
+adelete_schedule = asyncify(delete_schedule)
+aupdate_schedule = asyncify(update_schedule)
+alist_schedules = asyncify(list_schedules)
+abackfill_schedule = asyncify(backfill_schedule)
+adescribe_schedule = asyncify(describe_schedule)
+
+__all__ += [
+    "abackfill_schedule",
+    "acreate_schedule",
+    "adelete_schedule",
+    "adescribe_schedule",
+    "alist_schedules",
+    "apause_schedule",
+    "aresume_schedule",
+    "atrigger_schedule",
+    "aupdate_schedule",
+    "backfill_schedule",
+    "create_schedule",
+    "delete_schedule",
+    "describe_schedule",
+    "list_schedules",
+    "pause_schedule",
+    "resume_schedule",
+    "trigger_schedule",
+    "update_schedule",
+]

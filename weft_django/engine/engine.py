@@ -43,6 +43,7 @@ from weft_django.engine.maintenance import Maintenance
 from weft_django.engine.poll_cadence import PollCadence, idle_cap_ms
 from weft_django.engine.presence_watch import PresenceWatch, open_presence
 from weft_django.engine.scheduler import TurnScheduler
+from weft_django.engine.schedules.sync import boot_sync
 from weft_django.engine.turn import Turn, TurnAborted
 from weft_django.engine.wakes import Listening, backends
 from weft_django.engine.workflow_cache import WorkflowCache
@@ -204,6 +205,7 @@ class Engine:
         if self.uses_injected_clock:
             # Client-side times of this process compare with this engine's.
             process_clock.install(self._clock)
+        boot_sync(self.settings)  # WEFT["SCHEDULES"] (engine.schedules.sync)
         logger.info("engine %s booted (ownership=%s)", self.engine_id, self.ownership)
         return self
 

@@ -18,7 +18,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from weft_django.conf import get_settings
 from weft_django.inspection import ClusterStatus, cluster_status, format_age, format_ms
+from weft_django.management.schedule_status import print_schedules
 
 
 class Command(BaseCommand):
@@ -116,3 +118,4 @@ class Command(BaseCommand):
             f"workflow cache (all engines): hits {totals.workflow_cache_hits}, misses "
             f"{totals.workflow_cache_misses}, hit rate {'-' if rate is None else f'{rate:.1%}'}"
         )
+        print_schedules(out, get_settings().database)

@@ -1,0 +1,13 @@
+"""Schedules (issue #16): cron/every ticks fired once each by a fenced system workflow.
+
+``spec`` lives in the kernel (``weft_django.schedule_spec``); here: the
+driver workflow and its step (``driver``, ``ticking``), the client calls
+(``api``) and the boot-time sync of ``WEFT["SCHEDULES"]`` (``sync``).
+Importing this package registers the ``weft.schedule`` workflow.
+"""
+
+from __future__ import annotations
+
+from weft_django.engine.schedules import driver as driver  # registers weft.schedule
+
+__all__ = ["driver"]
