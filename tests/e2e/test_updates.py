@@ -201,3 +201,6 @@ def test_update_refuses_to_wait_inside_a_transaction(weft_env: Any) -> None:
     _started(weft_env, "upd-9")
     with transaction.atomic(), pytest.raises(RuntimeError, match="transaction"):
         client.update("upd-9", "add", "x")
+    with transaction.atomic(), pytest.raises(WorkflowTimeoutError):  # submit only
+        client.update("upd-9", "add", "x", update_id="in-tx", timeout=0)
+    assert Caller("upd-9", "add", "x", update_id="in-tx").drive(weft_env) == 1

@@ -494,9 +494,7 @@ class Replay:
             if event.kind == "update-done" and event.target == update.update_id:
                 self.pos += 1
                 return
-            raise self._diverge(
-                event.position, _describe(event), f"update-done {update.update_id}"
-            )
+            raise self._diverge(event.position, _describe(event), f"update-done {update.update_id}")
         result, error = done_fields(update)
         done = Event(self.next_position, "update-done", None, update.update_id, result, error)
         self._append(done)

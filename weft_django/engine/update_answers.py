@@ -25,9 +25,7 @@ def answer_key(run_id: Any, update_id: str) -> str:
     return f"update:{run_id}:{update_id}"
 
 
-def announce_answers(
-    run_id: Any, workflow_id: str, using: str, recorded: Iterable[Any]
-) -> None:
+def announce_answers(run_id: Any, workflow_id: str, using: str, recorded: Iterable[Any]) -> None:
     """After a committed checkpoint: wake whoever waits for the answers in it
     (``recorded``: its journal events)."""
     for event in recorded:

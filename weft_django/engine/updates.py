@@ -13,8 +13,10 @@ answer in the journal under the claim fence; the caller waits for that
 polling elsewhere). So the same ``update_id`` is applied once and always
 returns the recorded answer -- across a SIGKILL of the owner, too.
 
-It waits for a commit by the engine, so it cannot run inside a transaction
-that holds its own write back: it refuses to (``RuntimeError``).
+It waits for a commit by the engine, so it cannot wait inside a transaction
+that holds its own write back: it refuses to (``RuntimeError``), unless
+``timeout=0`` (submit only: the request commits with the caller's
+transaction, and a later call with the same ``update_id`` gets the answer).
 """
 
 from __future__ import annotations
@@ -90,13 +92,15 @@ def update(
         raise ValueError(f"timeout must be a number of seconds, got {timeout!r}")
     stored_args = normalize(f"arguments of update {name!r}", list(args))
     db = get_settings().database
-    if connections[db].in_atomic_block:
+    if timeout > 0 and connections[db].in_atomic_block:
         raise RuntimeError(
             "client.update() waits for the owning engine, which cannot see writes of an open "
-            "transaction: call it outside transaction.atomic() (an API view is non-atomic)"
+            "transaction: call it outside transaction.atomic() (the API view is non-atomic), "
+            "or with timeout=0 to only submit it"
         )
     run = latest_run(workflow_id, db)
-    waiter = backends.done_waiter(db, answer_key(run.pk, update_id))  # before any read
+    # Subscribed before any read: an answer committed after it is announced to it.
+    waiter = backends.done_waiter(db, answer_key(run.pk, update_id)) if timeout > 0 else None
     try:
         if _answer(run.pk, update_id, db) is None and not _requested(run.pk, update_id, db):
             _accept(run, name, stored_args, update_id, db)
@@ -140,9 +144,7 @@ def _accept(run: WorkflowRun, name: str, args: list[Any], update_id: str, db: st
     result = conditional_batch(
         [RunCondition(run.pk, statuses=frozenset(LIVE_STATUSES)), once],
         [
-            Insert(
-                UpdateRequest(run_id=run.pk, update_id=update_id, name=name, args=args), once
-            ),
+            Insert(UpdateRequest(run_id=run.pk, update_id=update_id, name=name, args=args), once),
             Update(WorkflowRun, {"pk": run.pk}, {"wake_seq": F("wake_seq") + 1}),
         ],
         using=db,
@@ -169,9 +171,7 @@ def _requested(run_id: Any, update_id: str, db: str) -> bool:
     return UpdateRequest.objects.using(db).filter(run_id=run_id, update_id=update_id).exists()
 
 
-def _wait(
-    run: WorkflowRun, name: str, update_id: str, timeout: float, db: str, waiter: Any
-) -> Any:
+def _wait(run: WorkflowRun, name: str, update_id: str, timeout: float, db: str, waiter: Any) -> Any:
     deadline = time.monotonic() + timeout
     delay = 0.005
     while True:

@@ -49,11 +49,7 @@ def deliver_update(turn: TurnState, inbox: RunInbox) -> bool:
     replay.apply(event)
     replay.advance()  # runs the handler: a plain function answers in this batch
     turn.commit(
-        [
-            Update(
-                UpdateRequest, {"pk": request.pk}, {"consumed_at_position": event.position}
-            )
-        ],
+        [Update(UpdateRequest, {"pk": request.pk}, {"consumed_at_position": event.position})],
         conditions=[RowCondition(UpdateRequest, request.pk, {"consumed_at_position": None})],
         already_fed=[event],
     )
