@@ -84,6 +84,7 @@ def update(
         raise ValueError(
             f"update name must be a non-empty string of at most 200 characters, got {name!r}"
         )
+    given = update_id is not None
     if update_id is None:
         update_id = str(uuid.uuid4())
     if not isinstance(update_id, str) or not 0 < len(update_id) <= MAX_UPDATE_ID:
@@ -102,9 +103,13 @@ def update(
     # Subscribed before any read: an answer committed after it is announced to it.
     waiter = backends.done_waiter(db, answer_key(run.pk, update_id)) if timeout > 0 else None
     try:
-        if _answer(run.pk, update_id, db) is None and not _requested(run.pk, update_id, db):
+        # A fresh id cannot have been used: no reads for it (two statements less).
+        fresh = not given or (
+            _answer(run.pk, update_id, db) is None and not _requested(run.pk, update_id, db)
+        )
+        if fresh:
             _accept(run, name, stored_args, update_id, db)
-        return _wait(run, name, update_id, timeout, db, waiter)
+        return _wait(run, name, update_id, timeout, db, waiter, just_accepted=fresh)
     finally:
         if waiter is not None:
             waiter.close()
@@ -171,24 +176,44 @@ def _requested(run_id: Any, update_id: str, db: str) -> bool:
     return UpdateRequest.objects.using(db).filter(run_id=run_id, update_id=update_id).exists()
 
 
-def _wait(run: WorkflowRun, name: str, update_id: str, timeout: float, db: str, waiter: Any) -> Any:
+def _wait(
+    run: WorkflowRun,
+    name: str,
+    update_id: str,
+    timeout: float,
+    db: str,
+    waiter: Any,
+    *,
+    just_accepted: bool,
+) -> Any:
+    """Block until the answer is recorded. With a waiter (subscribed before the
+    request was written) an answer is announced to it, so a request this call
+    just wrote is not read for until the waiter fires or a second passed; the
+    run's status is read only when no announcement came."""
     deadline = time.monotonic() + timeout
     delay = 0.005
+    announced = False
+    skip_read = just_accepted and waiter is not None
     while True:
-        entry = _answer(run.pk, update_id, db)
-        if entry is not None:
-            if entry.error is not None:
-                raise rebuild_error(entry.error)
-            return (entry.result or {}).get("result")
-        status = WorkflowRun.objects.using(db).filter(pk=run.pk).values_list("status", flat=True)
-        current = status.first()
-        if current is None or current in TERMINAL_STATUSES:
-            raise InvalidTransitionError(run.workflow_id, str(current or "purged"), "update")
+        if not skip_read:
+            entry = _answer(run.pk, update_id, db)
+            if entry is not None:
+                if entry.error is not None:
+                    raise rebuild_error(entry.error)
+                return (entry.result or {}).get("result")
+            if not announced:
+                status = WorkflowRun.objects.using(db).filter(pk=run.pk)
+                current = status.values_list("status", flat=True).first()
+                if current is None or current in TERMINAL_STATUSES:
+                    raise InvalidTransitionError(
+                        run.workflow_id, str(current or "purged"), "update"
+                    )
+        skip_read = False
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise WorkflowTimeoutError(run.workflow_id, f"the answer to update {name!r}")
         if waiter is not None:
-            waiter.wait(min(1.0, remaining))
+            announced = bool(waiter.wait(min(1.0, remaining)))
         else:
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.25)
