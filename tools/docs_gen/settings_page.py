@@ -86,7 +86,7 @@ def render_settings() -> str:
                 (
                     "`WEFT_PROMETHEUS_COLLECTOR`",
                     "unset",
-                    'deprecated (`weft.W001`): use `WEFT["PROMETHEUS_COLLECTOR"]`, '
+                    "deprecated (`weft.W001`): use `WEFT[\"PROMETHEUS_COLLECTOR\"]`, "
                     "which wins when both are set",
                 )
             ],
