@@ -204,3 +204,30 @@ def test_update_refuses_to_wait_inside_a_transaction(weft_env: Any) -> None:
     with transaction.atomic(), pytest.raises(WorkflowTimeoutError):  # submit only
         client.update("upd-9", "add", "x", update_id="in-tx", timeout=0)
     assert Caller("upd-9", "add", "x", update_id="in-tx").drive(weft_env) == 1
+
+
+def test_aupdate_is_the_async_twin(weft_env: Any) -> None:
+    import asyncio
+
+    _started(weft_env, "upd-10")
+
+    class AsyncCaller(Caller):
+        def _call(self, *args: Any, **kwargs: Any) -> None:
+            from asgiref.sync import sync_to_async
+            from django.db import connection, connections
+
+            async def call() -> Any:
+                try:
+                    return await client.aupdate(*args, **kwargs)
+                finally:  # the twin ran in asgiref's sync thread: close its connection
+                    await sync_to_async(connections.close_all, thread_sensitive=True)()
+
+            try:
+                self.result = asyncio.run(call())
+            except BaseException as exc:
+                self.error = exc
+            finally:
+                connection.close()
+
+    assert AsyncCaller("upd-10", "add", "pear", update_id="a-1").drive(weft_env) == 1
+    assert client.aupdate.__name__ == "aupdate"

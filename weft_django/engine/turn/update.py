@@ -17,7 +17,7 @@ from __future__ import annotations
 from weft_django.engine.replay import Event
 from weft_django.engine.store import RunInbox
 from weft_django.engine.turn.commit import TurnState
-from weft_django.engine.update_handlers import UPDATE_EVENT, update_payload
+from weft_django.engine.update_handlers import update_payload
 from weft_django.models import UpdateRequest
 from weft_django.ownership.batch import RowCondition, Update
 
@@ -41,7 +41,7 @@ def deliver_update(turn: TurnState, inbox: RunInbox) -> bool:
     args = request.args if isinstance(request.args, list) else []
     event = Event(
         replay.next_position,
-        UPDATE_EVENT,
+        "update",
         None,
         request.name,
         update_payload(request.update_id, args),
