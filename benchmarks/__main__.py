@@ -24,8 +24,9 @@ from benchmarks import common
 
 BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", "schedules")
 #: Runnable by name, not part of ``all``: a full memory run (100,000 workflows
-#: through one engine) takes longer than the rest together.
-EXTRA = ("memory",)
+#: through one engine) takes longer than the rest together. ``updates``: the
+#: update round trip against signal + query polling (issue #18).
+EXTRA = ("memory", "updates")
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

@@ -16,7 +16,7 @@ Lost races inside the claim protocol are *not* errors (SPEC §4.9: registry
 methods return result objects); these are raised only at the edges where a
 caller asked for something specific and cannot have it.
 
-Longer than 400 lines: a catalogue of twenty-one small public classes, read as one.
+Longer than 400 lines: a catalogue of twenty-three small public classes, read as one.
 """
 
 from __future__ import annotations
@@ -506,6 +506,38 @@ class ScheduleAlreadyExists(WeftError):
         )
 
 
+@_error
+class UpdateRejected(WeftError):
+    """An update's validator raised: nothing was recorded (no request, no journal entry)."""
+
+    code = "update_rejected"
+    http_status = 422
+    workflow_id: str
+    name: str
+    reason: str
+
+    def _message(self) -> str:
+        return f'Update "{self.name}" of workflow "{self.workflow_id}" was rejected: {self.reason}'
+
+
+@_error
+class UnknownUpdate(WeftError):
+    """The workflow registered no ``ctx.on_update`` handler of that name."""
+
+    code = "unknown_update"
+    http_status = 404
+    workflow_id: str
+    name: str
+    registered: list[str]
+
+    def _message(self) -> str:
+        known = ", ".join(sorted(self.registered)) or "none"
+        return (
+            f'Workflow "{self.workflow_id}" has no update handler "{self.name}" '
+            f"(registered: {known})."
+        )
+
+
 ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     WorkflowClaimUnavailableError,
     OwnershipModeMismatchError,
@@ -531,6 +563,8 @@ ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     SagaCompensationError,
     ScheduleNotFound,
     ScheduleAlreadyExists,
+    UpdateRejected,
+    UnknownUpdate,
 )
 """Every concrete error class (the abstract base ``WeftError`` is not listed)."""
 

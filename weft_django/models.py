@@ -62,6 +62,7 @@ __all__ = [
     "SignalMessage",
     "Timer",
     "TimerKind",
+    "UpdateRequest",
     "WorkflowClaim",
     "WorkflowRun",
 ]
@@ -364,3 +365,37 @@ class ActivityHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"position {self.position}, attempt {self.attempt}"
+
+
+class UpdateRequest(models.Model):
+    """An accepted ``client.update`` waiting for the run's owner (``engine.updates``).
+
+    Written by the client only after the validator passed (a rejected update
+    leaves no row). One row per ``(run, update_id)``: a second call with the
+    same id finds it (or its recorded answer) instead of applying twice. The
+    owner consumes it in the fenced batch that journals the ``update`` event,
+    like a signal; the answer is the ``update-done`` journal entry.
+    """
+
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="updates")
+    update_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    args = models.JSONField(default=list, blank=True)
+    consumed_at_position = models.IntegerField(null=True, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "update_id"], name="weft_update_run_update_id")
+        ]
+        indexes = [
+            models.Index(
+                fields=["run", "id"],
+                condition=models.Q(consumed_at_position__isnull=True),
+                name="weft_update_unconsumed_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"update {self.name} ({self.update_id}) -> {self.run_id}"

@@ -26,6 +26,7 @@ GUARDED = [
     ("post", "workflows/w-1/retry/"),
     ("post", "workflows/w-1/purge/"),
     ("post", "workflows/w-1/query/"),
+    ("post", "workflows/w-1/update/"),
     ("get", "workflows/w-1/ownership/"),
     ("get", "workflows/w-1/claim-events/"),
     ("get", "claims/"),

@@ -26,6 +26,7 @@ EXPECTED = {
     (W + "retry/", "post"),
     (W + "purge/", "post"),
     (W + "query/", "post"),
+    (W + "update/", "post"),
     (W + "ownership/", "get"),
     (W + "claim-events/", "get"),
     ("/api/weft/claims/", "get"),

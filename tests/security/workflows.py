@@ -60,9 +60,11 @@ def many_tokens(ctx: Any, data: Any) -> Any:
 
 @workflow(name="sec-signal")
 def wait_signal(ctx: Any, data: Any) -> Any:
-    """Echoes its input, waits for the signal ``go``; answers the query ``progress``."""
+    """Echoes its input, waits for the signal ``go``; answers the query ``progress``
+    and the update ``stage``."""
     state = {"stage": "started"}
     ctx.on_query("progress", lambda: dict(state))
+    ctx.on_update("stage", lambda: state["stage"])
     echoed = yield ctx.run(echo, data)
     state["stage"] = "waiting"
     got = yield ctx.wait_for_signal("go")

@@ -117,6 +117,14 @@ SAMPLES: dict[type[WeftError], dict[str, Any]] = dict(
         ),
         (errors_module.ScheduleNotFound, {"schedule_id": "nightly-14"}),
         (errors_module.ScheduleAlreadyExists, {"schedule_id": "nightly-15"}),
+        (
+            errors_module.UpdateRejected,
+            {"workflow_id": "wf-14", "name": "add", "reason": "item must be a string"},
+        ),
+        (
+            errors_module.UnknownUpdate,
+            {"workflow_id": "wf-15", "name": "nope", "registered": ["add"]},
+        ),
     ]
 )
 
@@ -132,7 +140,7 @@ def test_every_public_error_class_is_listed_and_sampled() -> None:
         if inspect.isclass(obj) and issubclass(obj, WeftError) and obj is not WeftError
     }
     assert set(ERROR_CLASSES) == public
-    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 24
+    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 26
     assert set(SAMPLES) == public
     assert set(errors_module.__all__) >= {c.__name__ for c in public}
 
@@ -172,6 +180,8 @@ def test_codes_are_unique_stable_snake_case() -> None:
         (errors_module.SagaCompensationError, 500),
         (errors_module.ScheduleNotFound, 404),
         (errors_module.ScheduleAlreadyExists, 409),
+        (errors_module.UpdateRejected, 422),
+        (errors_module.UnknownUpdate, 404),
     ],
 )
 def test_http_status(cls: type[WeftError], status: int) -> None:

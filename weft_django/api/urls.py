@@ -31,6 +31,7 @@ if _missing:
 from weft_django.api import views  # noqa: E402  (after the check above)
 from weft_django.api.views.schedules import schedule_urls  # noqa: E402
 from weft_django.api.views.signal_with_start import WorkflowSignalWithStartView  # noqa: E402
+from weft_django.api.views.update import WorkflowUpdateView  # noqa: E402
 from weft_django.ids import TOKEN_CHARS, WORKFLOW_ID_CHARS  # noqa: E402
 
 
@@ -87,6 +88,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_WORKFLOW + "retry/", views.WorkflowRetryView.as_view(), name="workflow-retry"),
     path(_WORKFLOW + "purge/", views.WorkflowPurgeView.as_view(), name="workflow-purge"),
     path(_WORKFLOW + "query/", views.WorkflowQueryView.as_view(), name="workflow-query"),
+    path(_WORKFLOW + "update/", WorkflowUpdateView.as_view(), name="workflow-update"),
     path(
         _WORKFLOW + "ownership/", views.WorkflowOwnershipView.as_view(), name="workflow-ownership"
     ),

@@ -27,6 +27,7 @@ from weft_django.engine.operations.signal_with_start import signal_with_start as
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Replay
 from weft_django.engine.store import load_events
+from weft_django.engine.updates import update as update
 from weft_django.engine.wakes import DoneWaiter, Wake, announce, backends
 from weft_django.errors import (
     IdempotencyConflictError,
@@ -391,6 +392,7 @@ aquery = asyncify(query)
 apurge = asyncify(purge)
 aownership_status = asyncify(ownership_status)
 asignal_with_start = asyncify(signal_with_start)
+aupdate = asyncify(update)
 
 __all__ += [
     "acancel",
@@ -407,7 +409,9 @@ __all__ += [
     "asignal_with_start",
     "astart",
     "asuspend",
+    "aupdate",
     "signal_with_start",
+    "update",
 ]
 
 # Schedules (issue #16): engine.schedules.calls.

@@ -17,7 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-LeafKind = Literal["activity", "sleep", "signal", "wait-condition", "async-activity", "child"]
+LeafKind = Literal[
+    "activity", "sleep", "signal", "wait-condition", "async-activity", "child", "signal-workflow"
+]
 """The journal's kind for each leaf command (stored; never renamed)."""
 
 CommandKind = LeafKind | Literal["command", "all", "race", "continue-as-new"]
@@ -90,13 +92,32 @@ class StartChild(Command):
     name: str
     input: Any = None
     workflow_id: str | None = None
+    #: Not awaited, not cancelled with the parent: the command resolves to the
+    #: child's workflow id in the batch that starts it (``turn.detached``).
+    detached: bool = False
 
     @property
     def target(self) -> str:
         return self.name
 
 
-LeafCommand = RunActivity | Sleep | WaitSignal | WaitUntil | StartAsyncActivity | StartChild
+@dataclass(frozen=True)
+class SignalWorkflow(Command):
+    """Signal another workflow from a body, once (``turn.signal_workflow``)."""
+
+    kind: ClassVar[LeafKind] = "signal-workflow"
+    workflow_id: str
+    name: str
+    payload: Any = None
+
+    @property
+    def target(self) -> str:
+        return self.name
+
+
+LeafCommand = (
+    RunActivity | Sleep | WaitSignal | WaitUntil | StartAsyncActivity | StartChild | SignalWorkflow
+)
 LEAF_COMMANDS: tuple[type[LeafCommand], ...] = (
     RunActivity,
     Sleep,
@@ -104,6 +125,7 @@ LEAF_COMMANDS: tuple[type[LeafCommand], ...] = (
     WaitUntil,
     StartAsyncActivity,
     StartChild,
+    SignalWorkflow,
 )
 """The commands a body may wait on (alone or in ``ctx.all``/``ctx.race``)."""
 LEAF_KINDS: frozenset[str] = frozenset(command.kind for command in LEAF_COMMANDS)

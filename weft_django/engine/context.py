@@ -27,6 +27,7 @@ from weft_django.engine.commands import (
     ContinueAsNew,
     Race,
     RunActivity,
+    SignalWorkflow,
     Sleep,
     StartAsyncActivity,
     StartChild,
@@ -102,6 +103,8 @@ class WorkflowContext:
         self.state: dict[str, Any] = {}
         self.signal_handlers: dict[str, Callable[[Any], Any]] = {}
         self.query_handlers: dict[str, Callable[..., Any]] = {}
+        # name -> (handler, validator): ``engine.updates``.
+        self.update_handlers: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
         self.logger = _ReplayAwareLogger(logging.getLogger(f"weft_django.workflow.{name}"), self)
 
     @property
@@ -140,9 +143,21 @@ class WorkflowContext:
         )
 
     def start_child(
-        self, name: str, input: Any = None, workflow_id: str | None = None
+        self, name: str, input: Any = None, workflow_id: str | None = None, detached: bool = False
     ) -> StartChild:
-        return StartChild(name, input, workflow_id)
+        """A child run; the body waits for its result -- or, ``detached=True``,
+        only for its start: the command resolves to the child's workflow id,
+        and the child outlives the parent (not cancelled with it)."""
+        return StartChild(name, input, workflow_id, bool(detached))
+
+    def signal_workflow(self, workflow_id: str, name: str, payload: Any = None) -> SignalWorkflow:
+        """Signal another workflow, once (yield it): the signal is written in the
+        batch that journals the command, so a replay never sends it again."""
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise ValueError(
+                f"signal name must be a non-empty string of at most 200 characters, got {name!r}"
+            )
+        return SignalWorkflow(str(workflow_id), name, payload)
 
     def all(self, *commands: AwaitableCommand, return_exceptions: bool = False) -> All:
         """Run ``commands`` at once; their results in command order.
@@ -223,3 +238,25 @@ class WorkflowContext:
 
     def on_query(self, name: str, fn: Callable[..., Any]) -> None:
         self.query_handlers[name] = fn
+
+    def on_update(
+        self,
+        name: str,
+        handler: Callable[..., Any],
+        validator: Callable[..., Any] | None = None,
+    ) -> None:
+        """Answer ``client.update(workflow_id, name, *args)`` (``engine.updates``).
+
+        ``validator(*args)`` runs first, read-only, in the caller's process:
+        raising rejects the update (``UpdateRejected``), and nothing is
+        recorded. ``handler(*args)`` then runs in the owner's turn; it may be
+        a generator that yields commands; its return value is recorded and
+        returned to the caller (once per ``update_id``).
+        """
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise ValueError(
+                f"update name must be a non-empty string of at most 200 characters, got {name!r}"
+            )
+        if not callable(handler) or (validator is not None and not callable(validator)):
+            raise TypeError("ctx.on_update() needs a callable handler (and validator)")
+        self.update_handlers[name] = (handler, validator)

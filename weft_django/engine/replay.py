@@ -47,14 +47,21 @@ from weft_django.engine.definitions import WorkflowDefinition
 from weft_django.engine.errors_codec import error_record, rebuild_error
 from weft_django.engine.sandbox import WorkflowDatabaseAccessError as WorkflowDatabaseAccessError
 from weft_django.engine.sandbox import close_body, database_refused, json_copy
+from weft_django.engine.update_handlers import UpdateRun, call_handler, done_fields, start_args
 from weft_django.errors import NonDeterminismError, WorkflowCancelled
 
 RecordedKind = SideEffectKind | Literal["patch"]
 InfoKind = Literal["async-token", "async-handout"]
-EventKind = LeafKind | RecordedKind | InfoKind | Literal["signal-handler", "cancel"]
+EventKind = (
+    LeafKind
+    | RecordedKind
+    | InfoKind
+    | Literal["signal-handler", "cancel", "update", "update-done"]
+)
 """What a journal entry records: a leaf command's outcome, a recorded value, a
 note about a leaf (its async token, its hand-out), a signal handler's delivery,
-or the delivery of a cancel with a grace (``WorkflowCancelled`` at that point)."""
+the delivery of a cancel with a grace (``WorkflowCancelled`` at that point),
+an update's delivery to its handler and the handler's answer (``engine.updates``)."""
 
 SIDE_EFFECT_KINDS: frozenset[str] = frozenset({"now", "uuid", "random", "patch"})
 INFO_KINDS: frozenset[str] = frozenset({"async-token", "async-handout"})
@@ -156,6 +163,8 @@ class Replay:
         # however it ends the run ends ``cancelled`` (``failed`` if it raised
         # something else). Rebuilt by replay, like everything here.
         self.cancelled: WorkflowCancelled | None = None
+        # Update handlers delivered and not answered yet (``engine.update_handlers``).
+        self.updates: list[UpdateRun] = []
 
     def __del__(self) -> None:
         """Close the body quietly when this replay is dropped (``sandbox.close_body``)."""
@@ -238,6 +247,8 @@ class Replay:
                     if self.pos < len(self.events):
                         self._apply_event(self.events[self.pos])
                         self.pos += 1
+                        if self.updates:
+                            self._run_updates()
                         continue
                     self._compact()
                     return Frontier(self._open_leaves())
@@ -273,7 +284,11 @@ class Replay:
         blocked = self._blocked
         if blocked is None or not blocked.live:
             return []
-        return eligible(blocked)
+        opened = eligible(blocked)
+        for update in self.updates:
+            if update.blocked is not None and update.blocked.live:
+                opened.extend(eligible(update.blocked))
+        return sorted(opened, key=lambda leaf: leaf.id)
 
     def _start(self) -> None:
         with database_refused():
@@ -380,6 +395,9 @@ class Replay:
         if event.kind == "cancel":
             self._cancel_blocked(event)
             return
+        if event.kind == "update":
+            self.updates.append(self._start_update(event))
+            return
         if event.kind in SIDE_EFFECT_KINDS:
             raise self._diverge(event.position, _describe(event), "a blocked workflow")
         leaf = self.leaves.get(event.command) if event.command is not None else None
@@ -429,6 +447,57 @@ class Replay:
             return
         with database_refused():
             handler(json_copy(payload))
+
+    # -- updates (``engine.update_handlers``) -------------------------------
+    def _start_update(self, event: Event) -> UpdateRun:
+        update_id, args = start_args(event.result)
+        entry = self.ctx.update_handlers.get(event.target)
+        with database_refused():
+            return call_handler(self.workflow_id, event.target, update_id, entry, args)
+
+    def _run_updates(self) -> None:
+        """Step every delivered handler as far as it goes, and record the
+        answer of each that ended -- right after the event that ended it, live
+        and on replay alike, so its ``update-done`` entry replays in place."""
+        progressed = True
+        while progressed:
+            progressed = False
+            for update in list(self.updates):
+                if update.outcome is None:
+                    blocked = update.blocked
+                    if blocked is not None and not blocked.settled:
+                        continue
+                    if blocked is not None:
+                        self._retire(blocked)
+                    if update.gen is not None:
+                        with database_refused():
+                            yielded = update.step()
+                    else:
+                        yielded = None
+                    if yielded is not None:
+                        try:
+                            node = self._new_node(yielded, None)
+                        except TypeError as exc:
+                            update.outcome = ("error", error_record(exc))
+                        else:
+                            update.blocked = node
+                            settle_empty(node, self._abandoned)
+                            progressed = True
+                            continue
+                self.updates.remove(update)
+                self._record_done(update)
+                progressed = True
+
+    def _record_done(self, update: UpdateRun) -> None:
+        if self.pos < len(self.events):
+            event = self.events[self.pos]
+            if event.kind == "update-done" and event.target == update.update_id:
+                self.pos += 1
+                return
+            raise self._diverge(event.position, _describe(event), f"update-done {update.update_id}")
+        result, error = done_fields(update)
+        done = Event(self.next_position, "update-done", None, update.update_id, result, error)
+        self._append(done)
 
     def evaluate(self, command: WaitUntil) -> bool:
         """Evaluate a ``wait_until`` predicate (database access refused)."""

@@ -35,6 +35,7 @@ from weft_django.engine.turn.concurrent import await_attempts, commit_finished
 from weft_django.engine.turn.finish import continue_as_new, stop
 from weft_django.engine.turn.park import park
 from weft_django.engine.turn.steps import act
+from weft_django.engine.turn.update import deliver_update
 from weft_django.engine.turn.waits import deliver_to_handler
 from weft_django.errors import UnknownWorkflowType
 
@@ -174,6 +175,8 @@ class Turn(TurnState):
         committed, or an open command carried out; every open activity that
         can start is started on the way (they run at once)."""
         if deliver_to_handler(self, open_leaves, inbox):
+            return True
+        if deliver_update(self, inbox):
             return True
         if commit_finished(self):
             return True

@@ -23,6 +23,7 @@ from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Leaf
 from weft_django.engine.store import RunInbox, load_inbox
 from weft_django.engine.turn.commit import TurnState
+from weft_django.engine.turn.detached import start_detached
 from weft_django.errors import ChildWorkflowError, PayloadError, UnknownWorkflowType
 from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, WorkflowRun
 from weft_django.ownership.batch import Insert, UniqueAbsence
@@ -38,8 +39,10 @@ def start_child(
     turn: TurnState, leaf: Leaf, command: StartChild, inbox: RunInbox, now: int
 ) -> bool:
     """Start the child (first time), or settle with its end once it ended."""
-    child = inbox.children.get(leaf.id)
     child_id = command.workflow_id or f"{turn.run.workflow_id}:{leaf.id}"
+    if command.detached:  # resolved in the batch that starts it (``turn.detached``)
+        return start_detached(turn, leaf, command, child_id, now)
+    child = inbox.children.get(leaf.id)
     if child is None:
         return _start(turn, leaf, command, child_id, now)
     if child.status == "completed":

@@ -23,6 +23,7 @@ from weft_django.engine.errors_codec import error_record
 from weft_django.engine.host import TurnHost
 from weft_django.engine.replay import Event, Failed, Finished, Leaf, Replay
 from weft_django.engine.store import RunInbox, journal_write
+from weft_django.engine.update_answers import announce_answers
 from weft_django.errors import EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, Timer, WorkflowRun
 from weft_django.ownership.batch import (
@@ -208,6 +209,7 @@ class TurnState:
         )
         if result.committed:
             self.version += 1
+            announce_answers(self.run.pk, self.run.workflow_id, self.db, recorded)
             if any(_writes_timers(w) for w in batch):
                 self.inbox = None  # its timers are no longer what is stored
             if self.replay is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from weft_django.engine.commands import (
     RunActivity,
+    SignalWorkflow,
     Sleep,
     StartAsyncActivity,
     StartChild,
@@ -25,6 +26,7 @@ from weft_django.engine.turn.activity import run_activity
 from weft_django.engine.turn.async_activity import async_activity
 from weft_django.engine.turn.child import start_child
 from weft_django.engine.turn.commit import TurnState
+from weft_django.engine.turn.signal_workflow import signal_workflow
 from weft_django.engine.turn.waits import sleep, wait_signal, wait_until
 
 Step = Callable[[TurnState, Leaf, Any, RunInbox, int], bool]
@@ -38,6 +40,7 @@ STEPS: dict[type, Step] = {
     WaitUntil: wait_until,
     StartAsyncActivity: async_activity,
     StartChild: start_child,
+    SignalWorkflow: signal_workflow,
 }
 """One step per class of ``commands.LEAF_COMMANDS`` (a unit test holds them equal)."""
 

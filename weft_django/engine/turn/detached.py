@@ -1,0 +1,72 @@
+"""``ctx.start_child(..., detached=True)``: a child that outlives its parent.
+
+Why the child is not linked as a child (no ``parent_id``): every cascade --
+a cancel with or without a grace, a timeout, a race abandoning its branch --
+and every parent wake follow that link, so a detached child is by
+construction never cancelled with its parent, never awaited, and never
+wakes it. What ties it to the parent is the journal instead: the child's
+insert (under "no live run of that id"), its claim fold and the ``child``
+entry that resolves the command to the child's workflow id are ONE fenced
+checkpoint of the parent -- the child exists exactly when the parent's
+journal says it was started, and a replay or takeover never starts it twice.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.utils import timezone
+
+from weft_django.engine import signals as weft_signals
+from weft_django.engine.commands import StartChild
+from weft_django.engine.definitions import has_workflow
+from weft_django.engine.errors_codec import error_record
+from weft_django.engine.payload import normalize
+from weft_django.engine.replay import Event, Leaf
+from weft_django.engine.turn.commit import TurnState
+from weft_django.errors import ChildWorkflowError, PayloadError, UnknownWorkflowType
+from weft_django.models import WorkflowRun
+from weft_django.ownership.batch import Insert, UniqueAbsence
+from weft_django.ownership.fold import prepare_claim_fold
+
+
+def start_detached(
+    turn: TurnState, leaf: Leaf, command: StartChild, child_id: str, now: int
+) -> bool:
+    """Start the child and resolve the command to its id, in one batch."""
+    assert turn.replay is not None
+    if not has_workflow(command.name):
+        error = error_record(UnknownWorkflowType(command.name))
+        return turn.settle(leaf, error=ChildWorkflowError(child_id, "failed", error))
+    try:
+        child_input = normalize(f"input of child {child_id!r}", command.input)
+    except PayloadError as exc:
+        return turn.settle(leaf, error=ChildWorkflowError(child_id, "failed", error_record(exc)))
+    new = WorkflowRun(
+        workflow_id=child_id,
+        name=command.name,
+        status="running",
+        input=child_input,
+        started_at=timezone.now(),
+        turn_started_at=now,
+        turn_pid=os.getpid(),
+    )
+    absence = UniqueAbsence(f"live-run:{child_id}")
+    fold = prepare_claim_fold(turn.host, child_id)
+    event = Event(turn.replay.next_position, command.kind, leaf.id, command.target, child_id)
+    result = turn.commit(
+        [Insert(new, absence)], [event], folds=[fold] if fold else [], on_lost_race="return"
+    )
+    if not result.committed:
+        return turn.settle(
+            leaf,
+            error=ChildWorkflowError(
+                child_id, "conflict", {"message": f"could not start: {result.failed_condition}"}
+            ),
+        )
+    weft_signals.workflow_started.send(sender=WorkflowRun, run=new)
+    turn.host.dispatch(new.pk, None)
+    return True
+
+
+__all__ = ["start_detached"]
