@@ -58,9 +58,11 @@ __all__ = [
     "RunStatus",
     "RunStatusValue",
     "SignalMessage",
+    "StreamEntry",
     "Timer",
     "TimerKind",
     "WorkflowClaim",
+    "WorkflowEvent",
     "WorkflowRun",
 ]
 
@@ -362,3 +364,7 @@ class ActivityHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"position {self.position}, attempt {self.attempt}"
+
+
+# Published events and streams (issue #18): their own module, re-exported here.
+from weft_django.published_models import StreamEntry, WorkflowEvent  # noqa: E402
