@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connections
 
 from weft_django import activity, client, workflow
@@ -203,7 +204,10 @@ def test_async_twins(weft_env: Any) -> None:
         await aclose_done_hubs()
         return value, events, items
 
-    value, events, items = asyncio.run(read())
+    try:
+        value, events, items = asyncio.run(read())
+    finally:  # the twins' sync thread keeps a connection: close it (test db drop)
+        asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
     assert value == "https://pay.example/1"
     assert events["status"] == "done"
     assert items == [{"step": 0}, {"step": 1}]

@@ -125,22 +125,25 @@ def _rows(db: str, run_pk: Any, key: str, start: int) -> Any:
     )
 
 
-def stream_entries(workflow_id: str, key: str, offset: int = 0) -> Iterator[tuple[int, Any]]:
+def stream_entries(
+    workflow_id: str, key: str, offset: int = 0, *, ticks: bool = False
+) -> Iterator[Any]:
     """``(offset, value)`` of stream ``key`` from ``offset`` on, as they arrive,
     until the stream is closed or the run ended (the SSE view's source).
-    ``WorkflowNotFound`` at the call for an unknown workflow."""
+    ``ticks``: also ``None`` after each quiet wait (at most ``REREAD_S``), so a
+    caller can show it is alive. ``WorkflowNotFound`` at the call."""
     check_key("stream key", key)
     start = _offset(offset)
     db = get_settings().database
     run = latest_run(workflow_id, db)
-    return _follow(db, workflow_id, run.pk, key, start)
+    return _follow(db, workflow_id, run.pk, key, start, ticks)
 
 
 def _follow(
-    db: str, workflow_id: str, run_pk: Any, key: str, start: int
-) -> Iterator[tuple[int, Any]]:
+    db: str, workflow_id: str, run_pk: Any, key: str, start: int, ticks: bool
+) -> Iterator[Any]:
     waiter = backends.done_waiter(db, str(run_pk))  # before the first read
-    delay, ended = POLL_MIN_S, False
+    delay, ended, quiet_since = POLL_MIN_S, False, time.monotonic()
     try:
         while True:
             rows = list(_rows(db, run_pk, key, start))
@@ -148,7 +151,7 @@ def _follow(
                 if closed:
                     return
                 yield offset, value
-                start = offset + 1
+                start, quiet_since = offset + 1, time.monotonic()
             if rows:
                 delay = POLL_MIN_S
                 continue
@@ -162,6 +165,9 @@ def _follow(
             else:
                 time.sleep(delay)
                 delay = min(delay * 2, POLL_MAX_S)
+            if ticks and time.monotonic() - quiet_since >= REREAD_S:
+                quiet_since = time.monotonic()
+                yield None
     finally:
         if waiter is not None:
             waiter.close()
@@ -238,15 +244,15 @@ async def aget_event(workflow_id: str, key: str, timeout: float | None = None) -
 
 
 async def astream_entries(
-    workflow_id: str, key: str, offset: int = 0
-) -> AsyncIterator[tuple[int, Any]]:
+    workflow_id: str, key: str, offset: int = 0, *, ticks: bool = False
+) -> AsyncIterator[Any]:
     """``stream_entries`` as an async iterator (the ASGI SSE view's source)."""
     check_key("stream key", key)
     start = _offset(offset)
     db = get_settings().database
     run = await _alatest(workflow_id, db)
     waiter = await adone.open_waiter(db, str(run.pk))
-    delay, ended = POLL_MIN_S, False
+    delay, ended, quiet_since = POLL_MIN_S, False, time.monotonic()
     try:
         while True:
             rows = [row async for row in _rows(db, run.pk, key, start)]
@@ -254,7 +260,7 @@ async def astream_entries(
                 if closed:
                     return
                 yield row_offset, value
-                start = row_offset + 1
+                start, quiet_since = row_offset + 1, time.monotonic()
             if rows:
                 delay = POLL_MIN_S
                 continue
@@ -268,6 +274,9 @@ async def astream_entries(
             else:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, POLL_MAX_S)
+            if ticks and time.monotonic() - quiet_since >= REREAD_S:
+                quiet_since = time.monotonic()
+                yield None
     finally:
         if waiter is not None:
             await waiter.close()
