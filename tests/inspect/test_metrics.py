@@ -197,9 +197,7 @@ def test_registration_is_idempotent_and_never_queries() -> None:
     from prometheus_client import REGISTRY
 
     ours = [
-        c
-        for c in REGISTRY._collector_to_names
-        if isinstance(c, prometheus.WeftClusterCollector)
+        c for c in REGISTRY._collector_to_names if isinstance(c, prometheus.WeftClusterCollector)
     ]
     assert len(ours) == 1
 
