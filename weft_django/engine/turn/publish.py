@@ -21,16 +21,21 @@ change is needed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from weft_django.engine.publish import PUBLISH_KINDS
-from weft_django.engine.replay import Event
+from weft_django.engine.replay import Event, Replay
 from weft_django.engine.wakes import Wake, announce
 from weft_django.models import StreamEntry, WorkflowEvent, WorkflowRun
 from weft_django.ownership.batch import BulkInsert, Call, Delete, Insert, Write
 
-if TYPE_CHECKING:
-    from weft_django.engine.turn.commit import TurnState
+
+class _Turn(Protocol):
+    """What ``flush`` needs of ``TurnState`` (which imports this module)."""
+
+    replay: Replay | None
+
+    def commit(self, writes: Sequence[Write]) -> Any: ...
 
 
 def rows_for(run: WorkflowRun, recorded: Sequence[Event], at_ms: int) -> list[Write]:
@@ -79,7 +84,7 @@ def rows_for(run: WorkflowRun, recorded: Sequence[Event], at_ms: int) -> list[Wr
     return writes
 
 
-def flush(turn: TurnState) -> bool:
+def flush(turn: _Turn) -> bool:
     """At the frontier: commit values the body published since the last commit
     (so a reader sees them before the next command finishes); ``True`` if it did."""
     replay = turn.replay
