@@ -25,8 +25,9 @@ from benchmarks import common
 BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", "schedules")
 #: Runnable by name, not part of ``all``: a full memory run (100,000 workflows
 #: through one engine) takes longer than the rest together. ``updates``: the
-#: update round trip against signal + query polling (issue #18).
-EXTRA = ("memory", "updates")
+#: update round trip against signal + query polling; ``events``: an event's
+#: set -> get_event against a polling loop (issue #18).
+EXTRA = ("memory", "updates", "events")
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

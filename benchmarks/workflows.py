@@ -108,3 +108,13 @@ def bench_stamp(sample: str) -> None:
 @signals.worker_ready.connect(weak=False, dispatch_uid="weft_bench.ready")
 def _announce_ready(**_: Any) -> None:
     print(READY_MARK, file=sys.stdout, flush=True)
+
+
+@workflow(name="bench-event-echo")
+def bench_event_echo(ctx: Any, data: dict[str, Any]) -> Any:
+    """``samples`` times: wait for ``go``, then ``ctx.set_event(f"e{i}", payload)``
+    (the events benchmark, ``benchmarks/events.py``)."""
+    for i in range(int(data["samples"])):
+        payload = yield ctx.wait_for_signal("go")
+        ctx.set_event(f"e{i}", payload)
+    return None

@@ -538,6 +538,23 @@ class UnknownUpdate(WeftError):
         )
 
 
+@_error
+class WorkflowFinishedError(WeftError):
+    """A wait that only the run could satisfy, on a run that already ended."""
+
+    code = "workflow_finished"
+    http_status = 409
+    workflow_id: str
+    status: str
+    what: str
+
+    def _message(self) -> str:
+        return (
+            f'Workflow "{self.workflow_id}" finished ({self.status}) without {self.what}; '
+            "waiting longer cannot help."
+        )
+
+
 ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     WorkflowClaimUnavailableError,
     OwnershipModeMismatchError,
@@ -565,6 +582,7 @@ ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     ScheduleAlreadyExists,
     UpdateRejected,
     UnknownUpdate,
+    WorkflowFinishedError,
 )
 """Every concrete error class (the abstract base ``WeftError`` is not listed)."""
 

@@ -60,10 +60,12 @@ __all__ = [
     "RunStatusValue",
     "Schedule",
     "SignalMessage",
+    "StreamEntry",
     "Timer",
     "TimerKind",
     "UpdateRequest",
     "WorkflowClaim",
+    "WorkflowEvent",
     "WorkflowRun",
 ]
 
@@ -399,3 +401,7 @@ class UpdateRequest(models.Model):
 
     def __str__(self) -> str:
         return f"update {self.name} ({self.update_id}) -> {self.run_id}"
+
+
+# Published events and streams (issue #18): their own module, re-exported here.
+from weft_django.published_models import StreamEntry, WorkflowEvent  # noqa: E402

@@ -121,3 +121,21 @@ def mixed(ctx: Any, data: dict[str, Any]) -> Any:
 def signal_wait(ctx: Any, data: dict[str, Any]) -> Any:
     """Parks until the signal ``go`` arrives; returns its payload."""
     return (yield ctx.wait_for_signal("go"))
+
+
+@workflow(name="demo-progress")
+def demo_progress(ctx: Any, data: dict[str, Any]) -> Any:
+    """The progress-bar page's workflow (docs/howto/progress.md): one stream
+    value per step; ``"signal_steps"`` waits for a ``next`` signal per step
+    instead of a slow activity (the browser test drives it step by step)."""
+    steps = int(data.get("steps", 5))
+    ctx.set_event("status", "running")
+    for i in range(steps):
+        if data.get("signal_steps"):
+            yield ctx.wait_for_signal("next")
+        else:
+            yield ctx.run(slow_step, f"{ctx.workflow_id}:{i}", float(data.get("seconds", 1.0)))
+        ctx.write_stream("progress", {"step": i + 1, "of": steps, "pct": 100 * (i + 1) // steps})
+    ctx.close_stream("progress")
+    ctx.set_event("status", "done")
+    return {"steps": steps}

@@ -52,7 +52,11 @@ AUTH = {"Authorization": "Basic " + base64.b64encode(f"{USERNAME}:{PASSWORD}".en
 #: reaches past the 404 into pending, parked-less, cancelled and suspended runs.
 SEEDED_IDS = ["0", "00", "A", "a", "-", "_", ":", "@", "0-0", "AAA"]
 
-OPERATIONS = sorted(EXPECTED)
+#: Not fuzzed: the Server-Sent Events stream answers a body that lasts as long
+#: as the run (a pending seeded run never ends it); tests/api/test_published.py
+#: covers its bad input.
+NOT_FUZZED = {("/api/weft/workflows/{workflow_id}/streams/{key}/", "get")}
+OPERATIONS = sorted(EXPECTED - NOT_FUZZED)
 _loaded: list[Any] = []
 
 
@@ -66,8 +70,13 @@ def _schema() -> Any:
 
 
 @pytest.fixture
-def seeded(django_user_model: Any, settings: Any) -> Iterator[None]:
+def seeded(django_user_model: Any, settings: Any, monkeypatch: Any) -> Iterator[None]:
     from weft_django import client
+    from weft_django.api.views import published
+
+    # A generated ?wait= would hold each example up to 30 s: a short bound
+    # instead (a longer wait is then the 400 the bound answers).
+    monkeypatch.setattr(published, "MAX_EVENT_WAIT_S", 0.05)
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     django_user_model.objects.create_superuser(USERNAME, password=PASSWORD)

@@ -109,3 +109,47 @@ def test_admin_pages_render_in_chromium(live_server, django_user_model) -> None:
         DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ARTIFACT, DOCS_IMAGE)
     print(f"browser check took {time.monotonic() - started:.1f} s; screenshot {ARTIFACT}")
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_progress_page_follows_a_stream_with_event_source(live_server, django_user_model) -> None:
+    """The demo's progress page (docs/howto/progress.md) in chromium: its
+    ``EventSource`` follows the SSE endpoint and the bar moves as the run
+    writes to its stream; ``event: end`` closes it when the stream closes."""
+    executable = chromium_executable()
+    engine = Engine(engine_id="progress-engine", background_tasks="manual").boot()
+    try:
+        steps = 3
+        client.start("demo-progress", {"steps": steps, "signal_steps": True}, workflow_id="bar-1")
+        engine.run_until_idle()
+        staff = django_user_model.objects.create_user("viewer", password="x", is_staff=True)
+        session = Client()
+        session.force_login(staff)
+        cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
+        browser = Chromium(executable, width=800, height=400)
+        try:
+            browser.set_cookie(settings.SESSION_COOKIE_NAME, cookie, live_server.url)
+            page = browser.navigate(f"{live_server.url}/demo/progress/bar-1/")
+            assert 'id="bar"' in page, page[:2000]
+
+            def shown(expression: str, expected: object) -> None:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    if browser.evaluate(expression) == expected:
+                        return
+                    time.sleep(0.05)
+                pytest.fail(f"{expression} never became {expected!r}: {browser.stderr_tail()}")
+
+            shown("document.getElementById('state').textContent", "following")
+            for step in range(1, steps + 1):
+                client.signal("bar-1", "next", None)
+                engine.run_until_idle()
+                shown("document.getElementById('bar').value", 100 * step // steps)
+            shown("document.getElementById('label').textContent", "step 3 of 3 (100%)")
+            shown("document.getElementById('state').textContent", "done")
+            browser.screenshot(ARTIFACT.with_name("progress.png"))
+        finally:
+            browser.close()
+    finally:
+        engine.dispose(grace=0)

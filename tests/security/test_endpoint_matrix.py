@@ -53,6 +53,9 @@ STAFF_EXPECTED: dict[tuple[str, str], int] = {
     ("workflow-update", "POST"): 504,
     ("workflow-ownership", "GET"): 200,
     ("workflow-claim-events", "GET"): 200,
+    ("workflow-events", "GET"): 200,
+    ("workflow-event", "GET"): 404,  # not set (yet): code event_not_set
+    ("workflow-stream", "GET"): 200,  # text/event-stream (the test does not read it)
     ("claim-list", "GET"): 200,
     ("engine-list", "GET"): 200,
     ("metrics", "GET"): 200,
@@ -89,7 +92,12 @@ BODIES: dict[str, dict[str, Any]] = {
     "schedule-backfill": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T02:00:00Z"},
 }
 SID = "sec-sched"
-SAMPLE_KWARGS = {"workflow_id": WID, "token": UNKNOWN_TOKEN, "schedule_id": SID}
+SAMPLE_KWARGS = {
+    "workflow_id": WID,
+    "token": UNKNOWN_TOKEN,
+    "schedule_id": SID,
+    "key": "progress",
+}
 
 
 class Route:

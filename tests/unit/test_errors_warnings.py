@@ -88,6 +88,10 @@ SAMPLES: dict[type[WeftError], dict[str, Any]] = dict(
         ),
         (errors_module.WorkflowTimeoutError, {"workflow_id": "wf-8", "what": "signal approve"}),
         (
+            errors_module.WorkflowFinishedError,
+            {"workflow_id": "wf-12", "status": "completed", "what": "setting event 'url'"},
+        ),
+        (
             errors_module.WorkflowFailedError,
             {"workflow_id": "wf-9", "status": "cancelled", "error": {"message": "stop"}},
         ),
@@ -140,7 +144,7 @@ def test_every_public_error_class_is_listed_and_sampled() -> None:
         if inspect.isclass(obj) and issubclass(obj, WeftError) and obj is not WeftError
     }
     assert set(ERROR_CLASSES) == public
-    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 26
+    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 27
     assert set(SAMPLES) == public
     assert set(errors_module.__all__) >= {c.__name__ for c in public}
 
@@ -182,6 +186,7 @@ def test_codes_are_unique_stable_snake_case() -> None:
         (errors_module.ScheduleAlreadyExists, 409),
         (errors_module.UpdateRejected, 422),
         (errors_module.UnknownUpdate, 404),
+        (errors_module.WorkflowFinishedError, 409),
     ],
 )
 def test_http_status(cls: type[WeftError], status: int) -> None:

@@ -29,6 +29,11 @@ if _missing:
     )
 
 from weft_django.api import views  # noqa: E402  (after the check above)
+from weft_django.api.views.published import (  # noqa: E402
+    WorkflowEventsView,
+    WorkflowEventView,
+    WorkflowStreamView,
+)
 from weft_django.api.views.schedules import schedule_urls  # noqa: E402
 from weft_django.api.views.signal_with_start import WorkflowSignalWithStartView  # noqa: E402
 from weft_django.api.views.update import WorkflowUpdateView  # noqa: E402
@@ -97,6 +102,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
         views.WorkflowClaimEventsView.as_view(),
         name="workflow-claim-events",
     ),
+    path(_WORKFLOW + "events/", WorkflowEventsView.as_view(), name="workflow-events"),
+    path(_WORKFLOW + "events/<str:key>/", WorkflowEventView.as_view(), name="workflow-event"),
+    path(_WORKFLOW + "streams/<str:key>/", WorkflowStreamView.as_view(), name="workflow-stream"),
     path("claims/", views.ClaimListView.as_view(), name="claim-list"),
     path("engines/", views.EngineListView.as_view(), name="engine-list"),
     path("metrics/", views.MetricsView.as_view(), name="metrics"),

@@ -25,6 +25,11 @@ from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations import latest_run
 from weft_django.engine.operations.signal_with_start import signal_with_start as _signal_with_start
 from weft_django.engine.payload import normalize
+from weft_django.engine.published_reads import aget_event as aget_event
+from weft_django.engine.published_reads import aread_stream as aread_stream
+from weft_django.engine.published_reads import get_event as get_event
+from weft_django.engine.published_reads import get_events as get_events
+from weft_django.engine.published_reads import read_stream as read_stream
 from weft_django.engine.replay import Replay
 from weft_django.engine.store import load_events
 from weft_django.engine.updates import update as update
@@ -393,6 +398,7 @@ apurge = asyncify(purge)
 aownership_status = asyncify(ownership_status)
 asignal_with_start = asyncify(signal_with_start)
 aupdate = asyncify(update)
+aget_events = asyncify(get_events)
 
 __all__ += [
     "acancel",
@@ -468,3 +474,5 @@ __all__ += [
     "trigger_schedule",
     "update_schedule",
 ]
+# Events and streams (engine.published_reads); aread_stream is an async iterator.
+__all__ += ["aget_event", "aget_events", "aread_stream", "get_event", "get_events", "read_stream"]

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from weft_django.durations import optional_ms, to_ms
+from weft_django.engine import publish
 from weft_django.engine.commands import (
     LEAF_COMMANDS,
     All,
@@ -37,7 +38,7 @@ from weft_django.engine.commands import (
 from weft_django.engine.definitions import activity_definition
 from weft_django.engine.saga import Saga
 
-SideEffectKind = Literal["now", "uuid", "random"]
+SideEffectKind = Literal["now", "uuid", "random"] | publish.PublishKind
 """Values ``ctx`` records once and replays (``patch`` has ``patched()``)."""
 
 
@@ -105,6 +106,7 @@ class WorkflowContext:
         self.query_handlers: dict[str, Callable[..., Any]] = {}
         # name -> (handler, validator): ``engine.updates``.
         self.update_handlers: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
+        self._streams = publish.StreamState()
         self.logger = _ReplayAwareLogger(logging.getLogger(f"weft_django.workflow.{name}"), self)
 
     @property
@@ -231,6 +233,19 @@ class WorkflowContext:
 
     def patched(self, change_id: str) -> bool:
         return self._runtime.patched(change_id)
+
+    # -- published values (engine.publish) -----------------------------------
+    def set_event(self, key: str, value: Any) -> None:
+        """Publish ``value`` under ``key`` (last value wins): ``client.get_event``."""
+        publish.set_event(self._runtime, key, value)
+
+    def write_stream(self, key: str, value: Any) -> int:
+        """Append ``value`` to stream ``key``; returns its offset (0, 1, ...)."""
+        return publish.write_stream(self._runtime, self._streams, key, value)
+
+    def close_stream(self, key: str) -> None:
+        """End stream ``key`` (readers stop); streams also end with the run."""
+        publish.close_stream(self._runtime, self._streams, key)
 
     # -- handlers ------------------------------------------------------------
     def on_signal(self, name: str, fn: Callable[[Any], Any]) -> None:

@@ -34,6 +34,7 @@ from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnS
 from weft_django.engine.turn.concurrent import await_attempts, commit_finished
 from weft_django.engine.turn.finish import continue_as_new, stop
 from weft_django.engine.turn.park import park
+from weft_django.engine.turn.publish import flush as flush_published
 from weft_django.engine.turn.steps import act
 from weft_django.engine.turn.update import deliver_update
 from weft_django.engine.turn.waits import deliver_to_handler
@@ -104,6 +105,8 @@ class Turn(TurnState):
                 wid = self.run.workflow_id
                 logger.info("turn of %s stopped at a checkpoint: engine stopping", wid)
                 return "running"
+            if flush_published(self):
+                continue
             if deliver_cancel(self):
                 continue
             if self._progress(outcome.open, inbox):

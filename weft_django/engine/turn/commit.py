@@ -23,6 +23,7 @@ from weft_django.engine.errors_codec import error_record
 from weft_django.engine.host import TurnHost
 from weft_django.engine.replay import Event, Failed, Finished, Leaf, Replay
 from weft_django.engine.store import RunInbox, journal_write
+from weft_django.engine.turn.publish import rows_for
 from weft_django.engine.update_answers import announce_answers
 from weft_django.errors import EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, Timer, WorkflowRun
@@ -186,6 +187,7 @@ class TurnState:
             journal_write(self.run.pk, e, engine_id=host.engine_id, epoch=epoch, at_ms=now)
             for e in recorded
         ]
+        batch.extend(rows_for(self.run, recorded, now))
         batch.extend(writes)
         deferred, self.deferred = self.deferred, []
         batch.extend(deferred)

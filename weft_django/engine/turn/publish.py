@@ -1,0 +1,97 @@
+"""The rows of published values, written by the turn's own fenced batch.
+
+Invariant: an event or stream row exists only if the journal entry it
+mirrors was committed -- they are written by the same conditional batch
+(``TurnState.commit`` adds ``rows_for``), under the same claim fence, so a
+deposed engine's write lands as a whole or not at all, and the next owner,
+which replays the entry, writes nothing for it (``engine.publish``).
+
+Latency: a body that publishes and then starts a long activity would keep
+its value in memory until the activity's result is committed. At the
+frontier the turn therefore commits pending published values first
+(``flush``: one fenced batch more, only for steps that published).
+
+Waiters (``engine.published_reads``) are told on commit through the same
+announcement a run's end uses (``Wake("finished", run)``: on PostgreSQL a
+``NOTIFY weft_done``): a ``result()`` waiter woken by it re-reads the run,
+sees it still running and waits again, so no new channel and no transport
+change is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from weft_django.engine.publish import PUBLISH_KINDS
+from weft_django.engine.replay import Event, Replay
+from weft_django.engine.wakes import Wake, announce
+from weft_django.models import StreamEntry, WorkflowEvent, WorkflowRun
+from weft_django.ownership.batch import BulkInsert, Call, Delete, Insert, Write
+
+
+class _Turn(Protocol):
+    """What ``flush`` needs of ``TurnState`` (which imports this module)."""
+
+    replay: Replay | None
+
+    def commit(self, writes: Sequence[Write]) -> Any: ...
+
+
+def rows_for(run: WorkflowRun, recorded: Sequence[Event], at_ms: int) -> list[Write]:
+    """The published rows of ``recorded`` (journal entries about to be committed)."""
+    events: dict[str, Event] = {}
+    streams: list[StreamEntry] = []
+    for event in recorded:
+        if event.kind == "set-event":
+            events[event.target] = event  # last value wins, also within one batch
+        elif event.kind in ("stream-write", "stream-close"):
+            result: dict[str, Any] = event.result if isinstance(event.result, dict) else {}
+            streams.append(
+                StreamEntry(
+                    run_id=run.pk,
+                    key=event.target,
+                    offset=int(result.get("offset", 0)),
+                    value=result.get("value"),
+                    closed=event.kind == "stream-close",
+                    position=event.position,
+                    written_at=at_ms,
+                )
+            )
+    if not events and not streams:
+        return []
+    writes: list[Write] = []
+    for key, event in events.items():
+        writes.append(Delete(WorkflowEvent, {"run_id": run.pk, "key": key}))
+        writes.append(
+            Insert(
+                WorkflowEvent(
+                    run_id=run.pk,
+                    key=key,
+                    value=event.result,
+                    position=event.position,
+                    set_at=at_ms,
+                )
+            )
+        )
+    if streams:
+        writes.append(BulkInsert(streams))
+    wake = Wake("finished", str(run.pk), "", run.workflow_id)
+    # Inside the batch's transaction: delivered on its commit, dropped on rollback.
+    writes.append(
+        Call(lambda using: announce(Wake(wake.event, wake.run_id, using, wake.workflow_id)))
+    )
+    return writes
+
+
+def flush(turn: _Turn) -> bool:
+    """At the frontier: commit values the body published since the last commit
+    (so a reader sees them before the next command finishes); ``True`` if it did."""
+    replay = turn.replay
+    if replay is None or not any(e.kind in PUBLISH_KINDS for e in replay.new_events):
+        return False
+    turn.commit([])
+    return True
+
+
+__all__ = ["flush", "rows_for"]
