@@ -17,6 +17,7 @@ weft.E023  TURN_MAX_FAILURES not an integer >= 1
 weft.E024  ACTIVITY_CONCURRENCY not an integer >= 1
 weft.E025  WORKFLOW_CACHE_SIZE not an integer >= 0
 weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
+weft.E034/E035  routed activities without Celery / without a routing app (``routing_checks``)
 
 The settings rules live in ``conf`` and the database capability rule in
 ``weft_django.db`` (the engine's start-up gate applies the same rule); this
@@ -32,6 +33,9 @@ from django.core import checks
 
 from weft_django import db as store
 from weft_django.conf import LEGACY_PROMETHEUS_SETTING, evaluate_settings
+from weft_django.routing_checks import check_routed_activities
+
+checks.register("weft")(check_routed_activities)
 
 SUPPORTED_CELERY_POOLS = ("prefork", "threads", "solo")
 

@@ -55,6 +55,8 @@ __all__ = [
     "GlobalLease",
     "JournalEntry",
     "OwnershipModeMarker",
+    "RoutedAttempt",
+    "RoutedStatus",
     "RunStatus",
     "RunStatusValue",
     "SignalMessage",
@@ -362,3 +364,6 @@ class ActivityHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"position {self.position}, attempt {self.attempt}"
+
+
+from weft_django.routed_models import RoutedAttempt, RoutedStatus  # noqa: E402  (issue #16 part 3)

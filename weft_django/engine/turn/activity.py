@@ -36,6 +36,7 @@ from weft_django.engine.replay import Leaf
 from weft_django.engine.store import RunInbox
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
+from weft_django.engine.turn.routed import start_routed
 from weft_django.errors import ActivityError, ActivityErrorKind, PayloadError
 from weft_django.models import Timer
 from weft_django.ownership.batch import Delete, Insert
@@ -81,6 +82,18 @@ def start_attempt(
     host = turn.host
     if definition.atomic:
         return _run_atomic(turn, leaf, definition, number, args, kwargs, on_success, secret)
+    if definition.celery_queue is not None:  # issue #16 part 3: engine.turn.routed
+        return start_routed(
+            turn,
+            leaf,
+            definition,
+            number,
+            args,
+            kwargs,
+            lambda control: _info(turn, leaf, number, control),
+            on_success,
+            secret,
+        )
     control = AttemptControl(
         wall_ms,  # the executor's clock: an attempt's timeouts are real time
         heartbeat_timeout_ms=definition.heartbeat_timeout_ms,
