@@ -19,7 +19,7 @@ from typing import Any
 from django.core import checks
 
 from weft_django.engine.definitions import registry
-from weft_django.engine.routing import dispatchers
+from weft_django.engine.routing_dispatch import dispatchers
 
 
 def check_routed_activities(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

@@ -30,21 +30,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from weft_django.clock import wall_ms
-from weft_django.engine.activity_context import (
-    ActivityInfo,
-    AttemptControl,
-    activity_scope,
-    deadline_from_ms,
-)
-from weft_django.engine.definitions import get_activity
-from weft_django.engine.routing import (
-    RoutedMessage,
-    answer_payload,
-    dispatchers,
-    encode_failure,
-    report_routed,
-    routed_message_live,
-)
+from weft_django.engine.routing_dispatch import RoutedMessage, dispatchers
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -107,6 +93,21 @@ def run_routed(message: RoutedMessage, *, worker: str = "") -> str:
     passed); ``"accepted"`` / ``"discarded"``: the answer was / was not
     recorded (the fence refused it).
     """
+    # Imported here: install_routing runs while the settings may still load.
+    from weft_django.engine.activity_context import (
+        ActivityInfo,
+        AttemptControl,
+        activity_scope,
+        deadline_from_ms,
+    )
+    from weft_django.engine.definitions import get_activity
+    from weft_django.engine.routing import (
+        answer_payload,
+        encode_failure,
+        report_routed,
+        routed_message_live,
+    )
+
     if not routed_message_live(message):
         logger.info(
             "routed attempt %d of %r (run %s) skipped: no longer wanted",
