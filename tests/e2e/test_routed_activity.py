@@ -119,12 +119,20 @@ def fake() -> Iterator[FakeDispatcher]:
         asyncio.run(sync_to_async(connections.close_all)())
 
 
+_ROUTED = {
+    name: registry.activities[name] for name in ("routed.double", "routed.strict", "routed.short")
+}
+
+
 @pytest.fixture(scope="module", autouse=True)
-def _unregister_routed() -> Iterator[None]:
-    """The routed activities exist only for this module (``weft.E035`` elsewhere)."""
+def _routed_registered() -> Iterator[None]:
+    """The routed activities exist only while this module's tests run
+    (``weft.E035`` elsewhere); pytest-django may split the module in two."""
+    with registry.lock:
+        registry.activities.update(_ROUTED)
     yield
     with registry.lock:
-        for name in ("routed.double", "routed.strict", "routed.short"):
+        for name in _ROUTED:
             registry.activities.pop(name, None)
 
 

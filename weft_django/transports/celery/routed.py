@@ -27,7 +27,7 @@ import logging
 import socket
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from weft_django.clock import wall_ms
 from weft_django.engine.routing_dispatch import RoutedMessage, dispatchers
@@ -46,9 +46,8 @@ _registered: weakref.WeakSet[Celery] = weakref.WeakSet()
 class CeleryRoutedDispatcher:
     """Sends each routed attempt as a ``weft.run_routed_activity`` message to its queue."""
 
-    name: ClassVar[str] = "celery"
-
     def __init__(self, app: Celery) -> None:
+        self.name = "celery"
         self.app = app
 
     def send(self, message: RoutedMessage) -> None:
