@@ -274,6 +274,21 @@ def test_a_lost_message_is_re_sent_after_the_timeout(weft_env, fake: FakeDispatc
     assert report_routed(fake.sent[0].token, result=99) is False
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_after_the_last_attempt_timed_out_is_refused(
+    weft_env, fake: FakeDispatcher
+) -> None:
+    fake.drop = 2
+    h = client.start("routed-flow", {"activity": "routed.short", "x": 4}, workflow_id="rt-8")
+    weft_env.run_until_idle()
+    result = h.result(timeout=1)
+    assert (result["kind"], result["attempts"]) == ("timeout", 2)
+    assert _rows(h.run_id) == [(1, "expired"), (2, "expired")]
+    assert report_routed(fake.sent[1].token, result=5) is False
+    assert run_routed(fake.sent[1]) == "stale"
+    assert CALLS == []
+
+
 def _held(fake: FakeDispatcher) -> RoutedMessage:
     return wait_for("a routed message", lambda: _get(fake.held))
 

@@ -21,6 +21,8 @@ from weft_django.engine.routing import prepare_routed, routed_definition
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
 from weft_django.errors import ActivityError, PayloadError
+from weft_django.models import RoutedAttempt, RoutedStatus
+from weft_django.ownership.batch import Update, Write
 
 
 def start_routed(
@@ -72,4 +74,20 @@ def start_routed(
     return True
 
 
-__all__ = ["start_routed"]
+def expire_routed(run_pk: Any, position: int, definition: ActivityDefinition) -> list[Write]:
+    """Writes (committed with a failed attempt's retry timer or final error)
+    that expire the command's pending routed token: an answer that arrives
+    after its attempt timed out or failed on the owner is refused, not
+    stored. Nothing for an activity that is not routed."""
+    if definition.celery_queue is None:
+        return []
+    return [
+        Update(
+            RoutedAttempt,
+            {"run_id": run_pk, "position": position, "status": RoutedStatus.PENDING},
+            {"status": RoutedStatus.EXPIRED},
+        )
+    ]
+
+
+__all__ = ["expire_routed", "start_routed"]
