@@ -10,6 +10,7 @@ attempt is a real message. What ran is read from durable records
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -126,6 +127,24 @@ def test_a_routed_activity_runs_on_the_gpu_worker_and_its_result_lands(nodes) ->
     row = RoutedAttempt.objects.get(run_id=h.run_id)
     assert row.worker.startswith("gpu-a-"), row.worker
     assert _results(h.run_id) == 1
+    _print_latencies(worker)
+
+
+def _print_latencies(worker: GpuWorker, runs: int = 5) -> None:
+    """Answer -> journal and start -> result of a few sequential runs (printed, not asserted)."""
+    to_journal, round_trip = [], []
+    for i in range(runs):
+        started = time.monotonic()
+        h = client.start("celery-routed", {"key": f"lat{i}", "x": i}, workflow_id=f"lat-{i}")
+        h.result(timeout=RUN_TIMEOUT_S)
+        round_trip.append(round((time.monotonic() - started) * 1000))
+        row = RoutedAttempt.objects.get(run_id=h.run_id)
+        entry = JournalEntry.objects.get(run_id=h.run_id, kind="activity")
+        assert row.completed_at is not None
+        to_journal.append(entry.at_ms - round(row.completed_at.timestamp() * 1000))
+    print(
+        f"routed answer->journal ms: {sorted(to_journal)}; start->result ms: {sorted(round_trip)}"
+    )
 
 
 @pytest.mark.django_db(transaction=True)

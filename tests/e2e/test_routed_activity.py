@@ -26,7 +26,7 @@ from weft_django import activity, activity_info, client, workflow
 from weft_django.engine.definitions import registry
 from weft_django.engine.routing import RoutedMessage, dispatchers, report_routed
 from weft_django.errors import ActivityError
-from weft_django.models import RoutedAttempt, WorkflowClaim
+from weft_django.models import JournalEntry, RoutedAttempt, WorkflowClaim
 from weft_django.transports.celery.routed import run_routed
 
 CALLS: list[tuple[str, int]] = []
@@ -229,6 +229,8 @@ def test_the_routed_result_lands_through_the_token(weft_env, fake: FakeDispatche
     row = RoutedAttempt.objects.get(run_id=h.run_id)
     assert (row.status, row.worker, row.attempt) == ("completed", "fake-worker", 1)
     assert message.token not in (row.pk, str(row.pk))  # stored hashed
+    stored = [*RoutedAttempt.objects.values_list(), *JournalEntry.objects.values_list()]
+    assert message.token not in repr(stored), "the raw token is stored nowhere"
     assert row.epoch == message.epoch > 0
     assert fake.outcomes == ["accepted"]
     assert _results(h.run_id) == ["activity"]

@@ -1,6 +1,7 @@
 """The Celery transport: ``install(app)`` (SPEC §2 "Engines", Celery).
 
-``install(app)`` only registers things -- a worker bootstep, two tasks,
+``install(app)`` only registers things -- a worker bootstep, three tasks
+(the third, ``weft.run_routed_activity``, runs routed activities: ``routed``),
 signal handlers and the ``CeleryWakeBackend`` -- and marks this process's
 transport as ``"celery"`` so that committed ``client`` writes become
 messages. A web process, ``migrate`` or ``shell`` that imports the
