@@ -11,10 +11,11 @@ and its abandonment (cancel, lost claim, lost race) are the executor's and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from weft_django.clock import wall_ms
-from weft_django.engine.activity_context import AttemptControl, idempotency_key
+from weft_django.engine.activity_context import ActivityInfo, AttemptControl, idempotency_key
 from weft_django.engine.definitions import ActivityDefinition
 from weft_django.engine.replay import Leaf
 from weft_django.engine.routing import prepare_routed, routed_definition
@@ -32,7 +33,7 @@ def start_routed(
     number: int,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    info_for: Any,
+    info_for: Callable[[AttemptControl], ActivityInfo],
     on_success: OnSuccess | None,
     secret: str | None,
 ) -> bool:
