@@ -24,18 +24,24 @@ from weft_django.transports.celery import (
     DEFAULT_QUEUE,
     DRIVE_TASK,
     PICKUP_TASK,
+    ROUTED_TASK,
     CeleryWakeBackend,
     WeftNodeStep,
     install,
+    install_routing,
     uninstall,
+    uninstall_routing,
 )
 
 __all__ = [
     "DEFAULT_QUEUE",
     "DRIVE_TASK",
     "PICKUP_TASK",
+    "ROUTED_TASK",
     "CeleryWakeBackend",
     "WeftNodeStep",
     "install",
+    "install_routing",
     "uninstall",
+    "uninstall_routing",
 ]

@@ -20,6 +20,7 @@ weft.E027  SCHEDULES (or an entry) has the wrong shape, or an id is invalid
 weft.E028  a SCHEDULES entry has a bad value (cron, timezone, every, overlap, ...)
 weft.E029  a SCHEDULES entry names a workflow no @workflow registers
 weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
+weft.E034/E035  routed activities without Celery / without a routing app (``routing_checks``)
 
 The settings rules live in ``conf`` and the database capability rule in
 ``weft_django.db`` (the engine's start-up gate applies the same rule); this
@@ -36,6 +37,9 @@ from django.core import checks
 from weft_django import db as store
 from weft_django.conf import LEGACY_PROMETHEUS_SETTING, evaluate_settings
 from weft_django.engine.schedules.sync import declared_workflow_problems
+from weft_django.routing_checks import check_routed_activities
+
+checks.register("weft")(check_routed_activities)
 
 SUPPORTED_CELERY_POOLS = ("prefork", "threads", "solo")
 

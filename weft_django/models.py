@@ -56,6 +56,8 @@ __all__ = [
     "GlobalLease",
     "JournalEntry",
     "OwnershipModeMarker",
+    "RoutedAttempt",
+    "RoutedStatus",
     "RunStatus",
     "RunStatusValue",
     "Schedule",
@@ -405,3 +407,4 @@ class UpdateRequest(models.Model):
 
 # Published events and streams (issue #18): their own module, re-exported here.
 from weft_django.published_models import StreamEntry, WorkflowEvent  # noqa: E402
+from weft_django.routed_models import RoutedAttempt, RoutedStatus  # noqa: E402  (issue #16 part 3)

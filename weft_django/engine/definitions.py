@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from weft_django.durations import optional_ms
 from weft_django.engine.atomic_options import check_atomic_options
+from weft_django.engine.routing_options import check_routing_options
 from weft_django.errors import UnknownWorkflowType
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -68,6 +69,9 @@ class ActivityDefinition:
     max_backoff_ms: int | None = None
     jitter: float = 0.0
     atomic: bool = False
+    #: ``@activity(celery_queue=...)``: attempts run as Celery tasks on this
+    #: queue (``engine.routing``); ``None``: on the owning engine's executor.
+    celery_queue: str | None = None
 
     def backoff_for(self, attempt: int, rng: UniformSource = random) -> int:
         """The delay in ms before ``attempt`` (2, 3, ...).
@@ -163,6 +167,7 @@ def activity(
     jitter: float = 0.0,
     atomic: bool = False,
     using: str | None = None,
+    celery_queue: str | None = None,
 ) -> Callable[[F], F]:
     """Register a function (or an ``async def`` function) as an activity.
 
@@ -178,6 +183,10 @@ def activity(
     happens exactly once (docs/howto/exactly-once.md). ``using``: the alias
     the atomic activity writes through, checked to be the weft alias (an
     assertion for the reader; it changes nothing else).
+
+    ``celery_queue``: each attempt runs as a Celery task on that queue, on
+    any worker that imports the activity; its result comes back through the
+    fenced routed-result path (docs/howto/routing-activities.md).
     """
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"activity retries must be a non-negative integer, got {retries!r}")
@@ -208,7 +217,14 @@ def activity(
                 is_async=is_async,
                 using=using,
                 heartbeat_timeout_ms=heartbeat_timeout_ms,
-                routed={},
+                routed={"celery_queue": celery_queue},
+            )
+        if celery_queue is not None:
+            check_routing_options(
+                act_name,
+                celery_queue,
+                timeout_ms=timeout_ms,
+                heartbeat_timeout_ms=heartbeat_timeout_ms,
             )
         definition = ActivityDefinition(
             act_name,
@@ -222,6 +238,7 @@ def activity(
             max_backoff_ms=max_backoff_ms,
             jitter=jitter_fraction,
             atomic=atomic,
+            celery_queue=celery_queue,
         )
         with registry.lock:
             registry.activities[act_name] = definition

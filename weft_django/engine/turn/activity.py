@@ -36,6 +36,7 @@ from weft_django.engine.replay import Leaf
 from weft_django.engine.store import RunInbox
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
+from weft_django.engine.turn.routed import expire_routed, start_routed
 from weft_django.errors import ActivityError, ActivityErrorKind, PayloadError
 from weft_django.models import Timer
 from weft_django.ownership.batch import Delete, Insert
@@ -81,6 +82,18 @@ def start_attempt(
     host = turn.host
     if definition.atomic:
         return _run_atomic(turn, leaf, definition, number, args, kwargs, on_success, secret)
+    if definition.celery_queue is not None:  # issue #16 part 3: engine.turn.routed
+        return start_routed(
+            turn,
+            leaf,
+            definition,
+            number,
+            args,
+            kwargs,
+            lambda control: _info(turn, leaf, number, control),
+            on_success,
+            secret,
+        )
     control = AttemptControl(
         wall_ms,  # the executor's clock: an attempt's timeouts are real time
         heartbeat_timeout_ms=definition.heartbeat_timeout_ms,
@@ -196,6 +209,7 @@ def finish_outcome(
     failure = outcome.error
     assert failure is not None
     non_retryable = isinstance(failure, definition.non_retryable)
+    expired = expire_routed(turn.run.pk, leaf.id, definition)  # a routed token answers no more
     if non_retryable or number > definition.retries:
         kind: ActivityErrorKind = (
             "timeout" if outcome.timed_out else ("non_retryable" if non_retryable else "error")
@@ -209,6 +223,7 @@ def finish_outcome(
                 error_type=type(failure).__name__,
                 attempts=number,
             ),
+            writes=expired,
         )
     host = turn.host
     fire_at = host.now_ms() + definition.backoff_for(number + 1)
@@ -228,6 +243,7 @@ def finish_outcome(
         [
             Delete(Timer, {"run_id": turn.run.pk, "position": leaf.id, "kind": "retry"}),
             Insert(retry_timer),
+            *expired,
         ],
         run_values={"wake_at": fire_at},
     )

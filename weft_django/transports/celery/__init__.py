@@ -1,6 +1,7 @@
 """The Celery transport: ``install(app)`` (SPEC §2 "Engines", Celery).
 
-``install(app)`` only registers things -- a worker bootstep, two tasks,
+``install(app)`` only registers things -- a worker bootstep, three tasks
+(the third, ``weft.run_routed_activity``, runs routed activities: ``routed``),
 signal handlers and the ``CeleryWakeBackend`` -- and marks this process's
 transport as ``"celery"`` so that committed ``client`` writes become
 messages. A web process, ``migrate`` or ``shell`` that imports the
@@ -51,6 +52,7 @@ from weft_django.transports.celery.messages import (
     installed,
     send,
 )
+from weft_django.transports.celery.routed import ROUTED_TASK, install_routing, uninstall_routing
 from weft_django.transports.celery.routing import CeleryWakeBackend
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ def install(app: Celery, *, queue: str = DEFAULT_QUEUE) -> Celery:
         installation.current = Installed(app, queue)
     mark_process_transport("celery")
     backends.install(CeleryWakeBackend())
+    install_routing(app)  # @activity(celery_queue=...): transports.celery.routed
     return app
 
 
@@ -90,6 +93,7 @@ def uninstall() -> None:
     with _lock:
         installation.current = None
     backends.uninstall(CeleryWakeBackend)
+    uninstall_routing()
     mark_process_transport(None)
 
 
@@ -115,12 +119,15 @@ __all__ = [
     "DEFAULT_QUEUE",
     "DRIVE_TASK",
     "PICKUP_TASK",
+    "ROUTED_TASK",
     "CeleryWakeBackend",
     "Installed",
     "WeftNodeStep",
     "install",
+    "install_routing",
     "installed",
     "keep_connections_for_weft_tasks",
     "send",
     "uninstall",
+    "uninstall_routing",
 ]
