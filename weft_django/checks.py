@@ -16,6 +16,8 @@ weft.E022  PROMETHEUS_COLLECTOR not a bool
 weft.E023  TURN_MAX_FAILURES not an integer >= 1
 weft.E024  ACTIVITY_CONCURRENCY not an integer >= 1
 weft.E025  WORKFLOW_CACHE_SIZE not an integer >= 0
+weft.E030  a malformed WEFT['QUEUES'] entry  weft.E031  a definition names an undeclared queue
+weft.E032  QUEUES without OWNERSHIP="workflow-lease"
 weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
 
 The settings rules live in ``conf`` and the database capability rule in
@@ -31,6 +33,7 @@ from django.conf import settings as django_settings
 from django.core import checks
 
 from weft_django import db as store
+from weft_django import queue_checks  # noqa: F401  (registers weft.E031, weft.E032)
 from weft_django.conf import LEGACY_PROMETHEUS_SETTING, evaluate_settings
 
 SUPPORTED_CELERY_POOLS = ("prefork", "threads", "solo")

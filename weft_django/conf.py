@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 from weft_django.durations import to_ms
+from weft_django.queue_settings import QueueSpec, parse_queues
 
 #: SPEC §4.4: CLAIM_TTL must be at least this many renew intervals.
 WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER = 3
@@ -62,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "ACTIVITY_CONCURRENCY": 16,
     "WORKFLOW_CACHE_SIZE": 1000,
     "SESSION_PRESENCE": True,
+    "QUEUES": None,
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -89,6 +91,7 @@ CHECK_IDS: Final[dict[str, str]] = {
     "bad-activity-concurrency": "weft.E024",
     "bad-workflow-cache-size": "weft.E025",
     "bad-session-presence": "weft.E026",
+    "bad-queue": "weft.E030",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -119,6 +122,7 @@ DESCRIPTIONS: dict[str, str] = {
     "process) keeps between turns (0 turns the cache off)",
     "SESSION_PRESENCE": "PostgreSQL: each engine holds a session-level advisory lock, so a "
     "killed engine's claims are taken over at once, not after CLAIM_TTL (ignored on SQLite)",
+    "QUEUES": "flow control: {name: {concurrency, per_key_concurrency, rate, parked_holds_slot}}",
 }
 
 
@@ -161,6 +165,7 @@ class WeftSettings:
     activity_concurrency: int = DEFAULTS["ACTIVITY_CONCURRENCY"]
     workflow_cache_size: int = DEFAULTS["WORKFLOW_CACHE_SIZE"]
     session_presence: bool = DEFAULTS["SESSION_PRESENCE"]
+    queues: dict[str, QueueSpec] = field(default_factory=dict, compare=False)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -400,6 +405,9 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         )
         presence = DEFAULTS["SESSION_PRESENCE"]
 
+    queues, queue_problems = parse_queues(merged["QUEUES"])
+    problems += [SettingsProblem(CHECK_IDS["bad-queue"], m) for m in queue_problems]
+
     settings = WeftSettings(
         ownership=cast(OwnershipMode, ownership),
         claim_ttl_ms=durations["CLAIM_TTL"],
@@ -422,6 +430,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         activity_concurrency=activity_concurrency,
         workflow_cache_size=cache_size,
         session_presence=presence,
+        queues=queues,
         raw=dict(user),
     )
     return settings, problems

@@ -94,6 +94,8 @@ class WorkflowDefinition:
     #: The grace a cancel of this workflow gets when the caller names none
     #: (``@workflow(cancel_grace=...)``); ``None``: an immediate cancel.
     cancel_grace_ms: int | None = None
+    #: ``@workflow(queue=...)``: the queue a start names when it names none.
+    queue: str | None = None
 
 
 @dataclass
@@ -112,7 +114,9 @@ class WorkflowRegistry:
             if name not in self.workflows:
                 raise UnknownWorkflowType(name)
             before = self.workflows[name]
-            self.workflows[name] = WorkflowDefinition(name, fn, before.cancel_grace_ms)
+            self.workflows[name] = WorkflowDefinition(
+                name, fn, before.cancel_grace_ms, before.queue
+            )
         try:
             yield
         finally:
@@ -125,15 +129,23 @@ registry = WorkflowRegistry()
 
 
 def workflow(
-    name: str | None = None, *, cancel_grace: timedelta | float | None = None
+    name: str | None = None,
+    *,
+    cancel_grace: timedelta | float | None = None,
+    queue: str | None = None,
 ) -> Callable[[F], F]:
     """Register a generator function as the workflow ``name``.
 
     ``cancel_grace``: how long a cancel that names no grace lets the workflow
     clean up (``WorkflowCancelled`` is thrown into it); ``None``: a cancel
     ends the run at once, as it always did.
+
+    ``queue``: a queue of ``WEFT["QUEUES"]`` every start of it joins unless
+    the start names one (``engine.queues``; system check ``weft.E031``).
     """
     grace_ms = optional_ms(cancel_grace, "workflow cancel_grace", allow_zero=False)
+    if queue is not None and not isinstance(queue, str):
+        raise ValueError(f"workflow queue must be a queue name, got {queue!r}")
 
     def decorate(fn: F) -> F:
         wf_name = name or fn.__name__
@@ -144,7 +156,7 @@ def workflow(
                 raise ValueError(
                     f"workflow name {wf_name!r} is already registered by {_qualname(existing.fn)}"
                 )
-            registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn, grace_ms)
+            registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn, grace_ms, queue)
         fn.__weft_workflow__ = wf_name  # type: ignore[attr-defined]
         return fn
 

@@ -31,6 +31,7 @@ from weft_django.engine.pickup import (
     pick_up_batch,
     pickup_parts,
 )
+from weft_django.engine.queues import admit_pending
 from weft_django.models import (
     DRIVABLE_STATUSES,
     LIVE_STATUSES,
@@ -282,8 +283,14 @@ class Maintenance:
         engine = self.engine
         if engine.halted or (engine.lease is not None and engine.lease.epoch is None):
             return 0
+        admitted = 0
+        if engine.settings.queues:  # the runs of a queue: admitted with a slot
+            handoffs = admit_pending(engine, engine.scheduler.pickup_capacity(BATCH))
+            for handoff in handoffs:
+                engine.dispatch_handoff(handoff)
+            admitted = len(handoffs)
         if batch_applies(engine):
-            return self.pick_up_batch()
+            return admitted + self.pick_up_batch()
         runs = list(pending_due(engine)[:BATCH])
         if len(runs) > 1 and engine.scheduler.background:
             # Engines polling together read the same oldest runs; starting each
@@ -295,7 +302,7 @@ class Maintenance:
         for run in runs:
             if engine.dispatch_pickup(run):
                 count += 1
-        return count
+        return admitted + count
 
     def pick_up_batch(self) -> int:
         """As many pending runs as the scheduler has room for, in one batch."""

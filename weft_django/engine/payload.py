@@ -79,4 +79,3 @@ def dumps(what: str, value: Any, max_bytes: int | None = None) -> str:
 def normalize(what: str, value: Any, max_bytes: int | None = None) -> Any:
     """The JSON round trip of ``value`` (what a replay would see)."""
     return json.loads(dumps(what, value, max_bytes))
-
