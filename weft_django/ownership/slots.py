@@ -130,8 +130,9 @@ class CarrySlots:
         col = {f.name: quote(f.column) for f in meta.concrete_fields}
         table = quote(meta.db_table)
         select = (
-            f"SELECT {col['queue']}, {col['workflow_id']}, %s, {col['run_id']}, "
-            f"{col['concurrency_key']}, NULL, %s, %s, %s FROM {table} "
+            f"SELECT {col['queue']}, {col['workflow_id']}, CAST(%s AS BIGINT), {col['run_id']}, "
+            f"{col['concurrency_key']}, CAST(NULL AS INTEGER), CAST(%s AS BIGINT), %s, %s "
+            f"FROM {table} "
             f"WHERE {col['workflow_id']} = %s AND {col['epoch']} = %s "
             f"AND {col['position']} IS NULL AND {col['released']} = %s"
         )
