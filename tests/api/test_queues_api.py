@@ -62,3 +62,27 @@ def test_schema_describes_the_queue_fields() -> None:
     assert {"queue", "priority", "concurrency_key"} <= set(start)
     detail = components["WorkflowDetail"]["properties"]
     assert {"queue", "priority", "concurrency_key", "waiting_reason"} <= set(detail)
+
+
+@override_settings(WEFT={"QUEUES": QUEUES})
+def test_admin_shows_the_queue_and_the_waiting_reason(django_user_model: Any) -> None:
+    from weft_django import client as weft_client
+
+    admin_user = django_user_model.objects.create_superuser("root", password="root-pw")
+    browser = Client()
+    browser.force_login(admin_user)
+    engine = Engine(background_tasks="manual").boot()
+    try:
+        weft_client.start("api-signal", {"n": 1}, workflow_id="qa-adm-1", queue="api-q")
+        engine.run_until_idle()
+        weft_client.start("api-signal", {"n": 1}, workflow_id="qa-adm-2", queue="api-q")
+        engine.run_until_idle()
+        listing = browser.get("/admin/weft/workflowrun/", {"queue": "api-q"})
+        assert listing.status_code == 200
+        assert b"qa-adm-1" in listing.content and b"qa-adm-2" in listing.content
+        run = WorkflowRun.objects.get(workflow_id="qa-adm-2")
+        page = browser.get(f"/admin/weft/workflowrun/{run.pk}/change/")
+        assert page.status_code == 200
+        assert b"waiting for a slot of queue &#x27;api-q&#x27; (1/1 in use)" in page.content
+    finally:
+        engine.dispose(grace=0)

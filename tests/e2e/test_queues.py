@@ -85,7 +85,9 @@ def test_concurrency_two_holds_and_frees(clock):
         assert _statuses("c-") == ["parked", "parked", "pending", "pending", "pending"]
         assert _live("q2") == 2
         waiting = [r for r in WorkflowRun.objects.filter(status="pending")]
-        assert all("waiting for a slot of queue 'q2' (2/2 in use)" == waiting_reason(r) for r in waiting)
+        assert all(
+            waiting_reason(r) == "waiting for a slot of queue 'q2' (2/2 in use)" for r in waiting
+        )
         parked = WorkflowRun.objects.filter(status="parked").order_by("created_at")
         for run in parked:
             client.signal(run.workflow_id, "go", 1)
@@ -101,7 +103,7 @@ def test_concurrency_two_holds_and_frees(clock):
         assert _statuses("c-") == ["completed"] * 5
         assert _live("q2") == 0
         # FIFO within one priority
-        assert ORDER == [f"w{i}" for i in range(5)]
+        assert [f"w{i}" for i in range(5)] == ORDER
     finally:
         engine.dispose(grace=0)
 
@@ -112,7 +114,9 @@ def test_priority_higher_first_then_fifo(clock):
         client.start("q-wait", "first", workflow_id="p-0", queue="q1")
         engine.run_until_idle()  # p-0 holds the one slot
         for i, prio in enumerate([0, 5, 0, 5, 9]):
-            client.start("q-quick", f"p{i + 1}:{prio}", workflow_id=f"p-{i + 1}", queue="q1", priority=prio)
+            client.start(
+                "q-quick", f"p{i + 1}:{prio}", workflow_id=f"p-{i + 1}", queue="q1", priority=prio
+            )
         engine.run_until_idle()
         assert ORDER == ["first"]
         client.signal("p-0", "go", 1)
@@ -126,9 +130,15 @@ def test_per_key_concurrency(clock):
     engine = _engine(clock)
     try:
         for i, key in enumerate(["a", "a", "b", "a", "b", "c"]):
-            client.start("q-wait", f"k{i}", workflow_id=f"k-{i}", queue="keyed", concurrency_key=key)
+            client.start(
+                "q-wait", f"k{i}", workflow_id=f"k-{i}", queue="keyed", concurrency_key=key
+            )
         engine.run_until_idle()
-        parked = dict(WorkflowRun.objects.filter(status="parked").values_list("workflow_id", "concurrency_key"))
+        parked = dict(
+            WorkflowRun.objects.filter(status="parked").values_list(
+                "workflow_id", "concurrency_key"
+            )
+        )
         assert sorted(parked.values()) == ["a", "b", "c"]
         reason = waiting_reason(latest("k-1"))
         assert reason is not None and "concurrency key 'a'" in reason and "(1/1 in use)" in reason
@@ -232,7 +242,10 @@ def test_bad_queue_settings(queues, needle):
     _, problems = build_settings({"QUEUES": queues})
     assert [p.id for p in problems] == ["weft.E030"]
     assert needle in problems[0].message
-    with override_settings(WEFT={"QUEUES": queues}), pytest.raises(ImproperlyConfigured, match="QUEUES"):
+    with (
+        override_settings(WEFT={"QUEUES": queues}),
+        pytest.raises(ImproperlyConfigured, match="QUEUES"),
+    ):
         client.start("q-quick", 1)
 
 
