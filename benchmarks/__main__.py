@@ -25,7 +25,7 @@ from benchmarks import common
 BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers")
 #: Runnable by name, not part of ``all``: a full memory run (100,000 workflows
 #: through one engine) takes longer than the rest together.
-EXTRA = ("memory",)
+EXTRA = ("memory", "queues")
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

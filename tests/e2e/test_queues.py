@@ -265,3 +265,30 @@ def test_check_names_an_undeclared_queue():
     with override_settings(WEFT={"QUEUES": QUEUES, "OWNERSHIP": "lease"}):
         assert "weft.E032" in [m.id for m in run_checks(tags=["weft"])]
     assert registry.workflows["q-declared"].queue == "q1"
+
+
+def test_parked_runs_hold_no_slot_when_the_queue_says_so(clock):
+    engine = _engine(clock)
+    spec = {"free1": {"concurrency": 1, "parked_holds_slot": False}}
+    try:
+        with override_settings(WEFT={"QUEUES": {**QUEUES, **spec}}):
+            for i in range(3):
+                client.start("q-wait", f"f{i}", workflow_id=f"f-{i}", queue="free1")
+            engine.run_until_idle()
+            # each ran its activity alone, then parked: a parked run holds no slot
+            assert _statuses("f-") == ["parked", "parked", "parked"]
+            assert ORDER == ["f0", "f1", "f2"]
+            for i in range(3):
+                client.signal(f"f-{i}", "go", i)
+            engine.run_until_idle()
+            done = _statuses("f-").count("completed")
+            assert done >= 1
+            clock.advance(1_001)
+            engine.run_until_idle()
+            clock.advance(1_001)
+            engine.run_until_idle()
+            clock.advance(1_001)
+            engine.run_until_idle()
+            assert _statuses("f-") == ["completed"] * 3
+    finally:
+        engine.dispose(grace=0)

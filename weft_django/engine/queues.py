@@ -46,7 +46,7 @@ from weft_django.engine.host import TurnHost
 from weft_django.engine.pickup import announce_started, pending_due, pickup_parts
 from weft_django.errors import EngineDeposedError
 from weft_django.models import QueueSlot, WorkflowRun
-from weft_django.ownership.batch import Insert, Update, is_retryable
+from weft_django.ownership.batch import Insert, RunCondition, Update, is_retryable
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.fold import ClaimFold, commit_with_claim_fold
 from weft_django.ownership.ops import Condition, Write
@@ -243,10 +243,15 @@ def gate(engine: TurnHost, run: WorkflowRun) -> bool:
     epoch = registry.current_epoch(run.workflow_id)
     if epoch is None:
         return True  # not held here: the turn's own fence refuses it
+    db = engine.settings.database
+    if not spec.parked_holds_slot and run.status == "parked":
+        try:
+            return _wake_parked(engine, spec, run, epoch, db)
+        except EngineDeposedError:
+            return False
     cache = _slot_cache(engine)
     if cache.get(run.workflow_id) == epoch:
         return True
-    db = engine.settings.database
     mine = QueueSlot.objects.using(db).filter(
         workflow_id=run.workflow_id, epoch=epoch, position__isnull=True, released=False
     )
@@ -257,6 +262,61 @@ def gate(engine: TurnHost, run: WorkflowRun) -> bool:
         return _readmit(engine, spec, run, epoch, db)
     except EngineDeposedError:
         return False
+
+
+def _wake_parked(engine: TurnHost, spec: QueueSpec, run: WorkflowRun, epoch: int, db: str) -> bool:
+    """``parked_holds_slot=False``: a parked run holds no slot, so its wake must
+    find one before its turn runs. Under the queue lock: when there is room,
+    parked → running in one fenced batch (with a slot row at this generation
+    if it has none), so the count sees it before the body runs; else the turn
+    backs off like a full queue's readmission."""
+    now = engine.now_ms()
+    with transaction.atomic(using=db):
+        lock_queue(spec.name, db)
+        total, per_key, _ = usage(spec, db, now)
+        key = run.concurrency_key
+        room = _room(spec, total, 0, 1, rate=False) > 0 and (
+            key is None
+            or spec.per_key_concurrency is None
+            or per_key.get(key, 0) < spec.per_key_concurrency
+        )
+        if not room:
+            backoff = {"turn_retry_at": now + READMIT_RETRY_MS, "version": F("version") + 1}
+            fenced_commit(
+                engine, run.workflow_id, [], [Update(WorkflowRun, {"pk": run.pk}, backoff)]
+            )
+            return False
+        writes: list[Write] = [
+            Update(
+                WorkflowRun,
+                {"pk": run.pk},
+                {"status": "running", "version": F("version") + 1, "turn_started_at": now},
+            )
+        ]
+        mine = QueueSlot.objects.using(db).filter(
+            workflow_id=run.workflow_id, epoch=epoch, position__isnull=True, released=False
+        )
+        if not mine.exists():
+            writes.append(
+                Insert(
+                    QueueSlot(
+                        queue=spec.name,
+                        workflow_id=run.workflow_id,
+                        epoch=epoch,
+                        run_id=run.pk,
+                        concurrency_key=key,
+                        admitted_at=now,
+                        counts_for_rate=False,
+                    )
+                )
+            )
+        parked = RunCondition(run.pk, statuses=frozenset({"parked"}), version=run.version)
+        if not fenced_commit(engine, run.workflow_id, [parked], writes).committed:
+            return False
+    run.status = "running"
+    run.version += 1
+    run.turn_started_at = now
+    return True
 
 
 def _readmit(engine: TurnHost, spec: QueueSpec, run: WorkflowRun, epoch: int, db: str) -> bool:

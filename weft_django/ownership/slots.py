@@ -127,7 +127,7 @@ class CarrySlots:
         connection = connections[using]
         quote = connection.ops.quote_name
         meta = QueueSlot._meta
-        col = {f.name: quote(f.column) for f in meta.concrete_fields}
+        col = {f.name: quote(f.column or f.attname) for f in meta.concrete_fields}
         table = quote(meta.db_table)
         select = (
             f"SELECT {col['queue']}, {col['workflow_id']}, CAST(%s AS BIGINT), {col['run_id']}, "
