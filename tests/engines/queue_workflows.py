@@ -18,7 +18,12 @@ from weft_django import activity, workflow
 from weft_django.clock import wall_ms
 
 IMPORTS = ("tests.engines.queue_workflows",)
-QUEUES = {"procs-q2": {"concurrency": 2}, "procs-keyed": {"per_key_concurrency": 1}}
+QUEUES = {
+    "procs-q2": {"concurrency": 2},
+    "procs-q1": {"concurrency": 1},
+    "procs-keyed": {"per_key_concurrency": 1},
+    "procs-rated": {"rate": "60/m"},
+}
 
 
 @activity()

@@ -173,3 +173,83 @@ def test_per_key_limit_across_engines(tmp_path):
     finally:
         for worker in workers:
             worker.kill()
+
+
+@override_settings(WEFT={"QUEUES": QUEUES})
+def test_priorities_higher_first_then_fifo(tmp_path):
+    assert connection.vendor == "postgresql"
+    log = tmp_path / "attempts.log"
+    workers = _workers(tmp_path, ["p-w1"], log)
+    try:
+        workers[0].wait_booted()
+        blocker = client.start(
+            "procs-queue-slow",
+            {"key": "blocker", "seconds": 1.5},
+            workflow_id="qp-blocker",
+            queue="procs-q1",
+        )
+        wait_for("the blocker to hold the slot", lambda: _attempts(log), *workers)
+        order = [("p0", 0), ("p1", 5), ("p2", 0), ("p3", 9), ("p4", 5), ("p5", -1)]
+        handles = [
+            client.start(
+                "procs-queue-slow",
+                {"key": key, "seconds": 0.05},
+                workflow_id=f"qp-{key}",
+                queue="procs-q1",
+                priority=priority,
+            )
+            for key, priority in order
+        ]
+        run_ids = [blocker.run_id, *(h.run_id for h in handles)]
+        wait_for(
+            "all prioritised runs completed",
+            lambda: _all_completed(run_ids),
+            *workers,
+            timeout=DONE_TIMEOUT_S,
+            interval=0.2,
+        )
+        started = [k for _, _, k in sorted(_intervals(run_ids))]
+        assert started == ["blocker", "p3", "p1", "p4", "p0", "p2", "p5"]
+    finally:
+        for worker in workers:
+            worker.kill()
+
+
+@override_settings(WEFT={"QUEUES": QUEUES})
+def test_rate_limit_held_within_ten_percent_over_a_minute(tmp_path):
+    assert connection.vendor == "postgresql"
+    log = tmp_path / "attempts.log"
+    workers = _workers(tmp_path, ["r-w1", "r-w2"], log)
+    rate, period_ms = 60, 60_000
+    try:
+        for worker in workers:
+            worker.wait_booted()
+        handles = [
+            client.start(
+                "procs-queue-slow",
+                {"key": f"r{i}", "seconds": 0},
+                workflow_id=f"qr-{i}",
+                queue="procs-rated",
+            )
+            for i in range(int(rate * 1.6))
+        ]
+        run_ids = [h.run_id for h in handles]
+        wait_for("the first admission", lambda: _intervals(run_ids), *workers)
+        first = min(start for start, _, _ in _intervals(run_ids))
+        wait_for(
+            "a minute and a bit since the first admission",
+            lambda: wall_ms() > first + period_ms + 3_000,
+            *workers,
+            timeout=DONE_TIMEOUT_S,
+            interval=0.5,
+        )
+        starts = sorted(start for start, _, _ in _intervals(run_ids))
+        in_first_minute = sum(1 for s in starts if s < first + period_ms)
+        assert rate * 0.9 <= in_first_minute <= rate * 1.1, (in_first_minute, starts)
+        busiest = max(sum(1 for s in starts if t <= s < t + period_ms) for t in starts)
+        assert busiest <= rate * 1.1, busiest
+        assert len(starts) > in_first_minute  # and the next window admits again
+        print(f"\nrate 60/m: {in_first_minute} in the first minute, busiest window {busiest}")
+    finally:
+        for worker in workers:
+            worker.kill()

@@ -56,6 +56,9 @@ from weft_django.queue_settings import QueueSpec
 
 logger = logging.getLogger("weft_django.engine")
 
+#: The share of admissions that also sweep the queue's dead slots (``slots.forget_old``).
+SWEEP_CHANCE = 0.2
+
 #: How long a taken-over run waits before asking again for a slot of a full queue.
 READMIT_RETRY_MS = 1000
 
@@ -213,7 +216,7 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
                     per_key[key] = per_key.get(key, 0) + 1
             if not picked:
                 return []
-            if random.random() < 0.05:
+            if random.random() < SWEEP_CHANCE:
                 forget_old(spec, db, now)
             result = commit_with_claim_fold(engine, folds, conditions, writes, savepoint=False)
             if not result.committed:

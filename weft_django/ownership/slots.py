@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef
 
 from weft_django.conf import get_settings
 from weft_django.models import QueueLock, QueueSlot, WorkflowClaim, WorkflowRun
@@ -90,15 +90,30 @@ def usage(spec: QueueSpec, db: str, now_ms: int) -> tuple[int, dict[str, int], i
 
 
 def forget_old(spec: QueueSpec, db: str, now_ms: int) -> int:
-    """Delete slots that no longer count and are out of the rate window.
+    """Mark the slots that no longer count ``released`` and delete released
+    ones out of the rate window; returns how many rows it changed.
 
-    Not workflow state: a dead slot changes no count (the rate window keeps
-    its rows), so the admission under the queue lock may drop it."""
+    Not workflow state, and it changes no count: a slot whose generation is
+    over never counts again (epochs only grow; a release is followed by an
+    acquire at epoch + 1), and the one that can count again -- a parked run's
+    under ``parked_holds_slot=False`` -- is replaced by a fresh row when the
+    run wakes (``engine.queues``). The rate window reads released rows too.
+    It only keeps the live count's scan short; the admission runs it now
+    and then, under the queue lock."""
     window = spec.rate[1] if spec.rate is not None else 0
     live = live_slots(spec, db).values("pk")
-    old = QueueSlot.objects.using(db).filter(queue=spec.name, admitted_at__lt=now_ms - window)
-    deleted, _ = old.exclude(Q(pk__in=live)).delete()
-    return deleted
+    marked = (
+        QueueSlot.objects.using(db)
+        .filter(queue=spec.name, released=False)
+        .exclude(pk__in=live)
+        .update(released=True)
+    )
+    deleted, _ = (
+        QueueSlot.objects.using(db)
+        .filter(queue=spec.name, released=True, admitted_at__lt=now_ms - window)
+        .delete()
+    )
+    return marked + deleted
 
 
 @dataclass(frozen=True)
