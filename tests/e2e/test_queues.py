@@ -292,3 +292,45 @@ def test_parked_runs_hold_no_slot_when_the_queue_says_so(clock):
             assert _statuses("f-") == ["completed"] * 3
     finally:
         engine.dispose(grace=0)
+
+
+SPANS: list[tuple[str, float, float]] = []
+
+
+@activity(queue="q1")
+def limited(tag):
+    import time as _time
+
+    start = _time.monotonic()
+    _time.sleep(0.05)
+    SPANS.append((tag, start, _time.monotonic()))
+    return tag
+
+
+@workflow(name="q-limited-activity")
+def q_limited_activity(ctx, data):
+    got = yield ctx.all(ctx.run(limited, f"{data}-a"), ctx.run(limited, f"{data}-b"))
+    return got
+
+
+def test_activity_queue_limits_attempts_across_runs(clock):
+    SPANS.clear()
+    engine = _engine(clock)
+    try:
+        for i in range(3):
+            client.start("q-limited-activity", f"a{i}", workflow_id=f"act-{i}")
+        for _ in range(60):
+            engine.run_until_idle()
+            if _statuses("act-") == ["completed"] * 3:
+                break
+            clock.advance(600)
+        assert _statuses("act-") == ["completed"] * 3
+        assert latest("act-0").result == ["a0-a", "a0-b"]
+        spans = sorted(SPANS, key=lambda s: s[1])
+        assert len(spans) == 6
+        for (_, _, end), (_, start, _) in zip(spans, spans[1:], strict=False):
+            assert start >= end  # one attempt at a time: q1's concurrency is 1
+        assert _live("q1") == 0
+        assert QueueSlot.objects.filter(position__isnull=False, released=False).count() == 0
+    finally:
+        engine.dispose(grace=0)

@@ -68,6 +68,8 @@ class ActivityDefinition:
     max_backoff_ms: int | None = None
     jitter: float = 0.0
     atomic: bool = False
+    #: ``@activity(queue=...)``: each attempt holds a slot of this queue (``engine.queues``).
+    queue: str | None = None
 
     def backoff_for(self, attempt: int, rng: UniformSource = random) -> int:
         """The delay in ms before ``attempt`` (2, 3, ...).
@@ -175,6 +177,7 @@ def activity(
     jitter: float = 0.0,
     atomic: bool = False,
     using: str | None = None,
+    queue: str | None = None,
 ) -> Callable[[F], F]:
     """Register a function (or an ``async def`` function) as an activity.
 
@@ -190,7 +193,13 @@ def activity(
     happens exactly once (docs/howto/exactly-once.md). ``using``: the alias
     the atomic activity writes through, checked to be the weft alias (an
     assertion for the reader; it changes nothing else).
+
+    ``queue``: a queue of ``WEFT["QUEUES"]`` whose concurrency and rate every
+    attempt draws on, across all engines (not with ``atomic``; system check
+    ``weft.E031``).
     """
+    if queue is not None and (not isinstance(queue, str) or atomic):
+        raise ValueError(f"activity queue must be a queue name (not with atomic), got {queue!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"activity retries must be a non-negative integer, got {retries!r}")
     backoff_ms = optional_ms(backoff, "activity backoff") or 0
@@ -234,6 +243,7 @@ def activity(
             max_backoff_ms=max_backoff_ms,
             jitter=jitter_fraction,
             atomic=atomic,
+            queue=queue,
         )
         with registry.lock:
             registry.activities[act_name] = definition
