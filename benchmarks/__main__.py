@@ -27,7 +27,8 @@ BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", 
 #: through one engine) takes longer than the rest together. ``updates``: the
 #: update round trip against signal + query polling; ``events``: an event's
 #: set -> get_event against a polling loop (issue #18).
-EXTRA = ("memory", "updates", "events")
+#: ``queues``: start -> complete through a queue against no queue (issue #16).
+EXTRA = ("memory", "updates", "events", "queues")
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

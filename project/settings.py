@@ -100,6 +100,11 @@ if os.environ.get("WEFT_SESSION_PRESENCE"):
 for _key in ("CLAIM_TTL", "CLAIM_RENEW_INTERVAL", "CELERY_ETA_HORIZON"):
     if os.environ.get(f"WEFT_{_key}"):
         WEFT[_key] = float(os.environ[f"WEFT_{_key}"])
+# Flow-control queues as JSON (the queue process tests, the queues benchmark).
+if os.environ.get("WEFT_QUEUES"):
+    import json
+
+    WEFT["QUEUES"] = json.loads(os.environ["WEFT_QUEUES"])
 # The failed-turn bound from the environment (the Celery turn-failure test).
 if os.environ.get("WEFT_TURN_MAX_FAILURES"):
     WEFT["TURN_MAX_FAILURES"] = int(os.environ["WEFT_TURN_MAX_FAILURES"])

@@ -19,6 +19,8 @@ weft.E025  WORKFLOW_CACHE_SIZE not an integer >= 0
 weft.E027  SCHEDULES (or an entry) has the wrong shape, or an id is invalid
 weft.E028  a SCHEDULES entry has a bad value (cron, timezone, every, overlap, ...)
 weft.E029  a SCHEDULES entry names a workflow no @workflow registers
+weft.E030  a malformed WEFT['QUEUES'] entry  weft.E031  a definition names an undeclared queue
+weft.E032  QUEUES without OWNERSHIP="workflow-lease"
 weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
 weft.E034/E035  routed activities without Celery / without a routing app (``routing_checks``)
 
@@ -35,6 +37,7 @@ from django.conf import settings as django_settings
 from django.core import checks
 
 from weft_django import db as store
+from weft_django import queue_checks  # noqa: F401  (registers weft.E031, weft.E032)
 from weft_django.conf import LEGACY_PROMETHEUS_SETTING, evaluate_settings
 from weft_django.engine.schedules.sync import declared_workflow_problems
 from weft_django.routing_checks import check_routed_activities

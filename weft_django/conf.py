@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 from weft_django.durations import to_ms
+from weft_django.queue_settings import QueueSpec, parse_queues
 from weft_django.schedule_spec import ScheduleSpec, parse_declared
 
 #: SPEC §4.4: CLAIM_TTL must be at least this many renew intervals.
@@ -64,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "WORKFLOW_CACHE_SIZE": 1000,
     "SESSION_PRESENCE": True,
     "SCHEDULES": {},
+    "QUEUES": None,
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -94,6 +96,7 @@ CHECK_IDS: Final[dict[str, str]] = {
     "bad-schedules": "weft.E027",
     "bad-schedule-spec": "weft.E028",
     "unknown-schedule-workflow": "weft.E029",
+    "bad-queue": "weft.E030",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -126,6 +129,7 @@ DESCRIPTIONS: dict[str, str] = {
     "killed engine's claims are taken over at once, not after CLAIM_TTL (ignored on SQLite)",
     "SCHEDULES": "schedules declared in code (id -> workflow, cron or every, ...), synced "
     "when an engine boots; a removed one is paused",
+    "QUEUES": "flow control: {name: {concurrency, per_key_concurrency, rate, parked_holds_slot}}",
 }
 
 
@@ -169,6 +173,7 @@ class WeftSettings:
     workflow_cache_size: int = DEFAULTS["WORKFLOW_CACHE_SIZE"]
     session_presence: bool = DEFAULTS["SESSION_PRESENCE"]
     schedules: tuple[ScheduleSpec, ...] = ()
+    queues: dict[str, QueueSpec] = field(default_factory=dict, compare=False)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -411,6 +416,8 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
     schedules, schedule_problems = parse_declared(merged["SCHEDULES"])
     for kind, message in schedule_problems:
         problems.append(SettingsProblem(CHECK_IDS[kind], message))
+    queues, queue_problems = parse_queues(merged["QUEUES"])
+    problems += [SettingsProblem(CHECK_IDS["bad-queue"], m) for m in queue_problems]
 
     settings = WeftSettings(
         ownership=cast(OwnershipMode, ownership),
@@ -435,6 +442,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         workflow_cache_size=cache_size,
         session_presence=presence,
         schedules=schedules,
+        queues=queues,
         raw=dict(user),
     )
     return settings, problems

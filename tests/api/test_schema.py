@@ -91,6 +91,9 @@ def test_bodies_and_errors_are_described(schema: dict[str, Any]) -> None:
         "start_at",
         "execution_timeout",
         "on_conflict",
+        "queue",
+        "priority",
+        "concurrency_key",
     }
     assert {"200", "201", "400", "403", "409"} <= set(start["responses"])
     detail = schema["components"]["schemas"]["WorkflowDetail"]

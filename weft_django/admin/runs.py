@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 
 from weft_django.clock import wall_ms
 from weft_django.engine import client
+from weft_django.engine.queues import waiting_reason
 from weft_django.errors import WeftError
 from weft_django.inspection import claim_state, format_age, format_ms
 from weft_django.models import ActivityHeartbeat, JournalEntry, Timer, WorkflowClaim, WorkflowRun
@@ -117,9 +118,10 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
         "cancel_requested",
         "owner_engine",
         "claim_epoch",
+        "queue",
         "age",
     )
-    list_filter = ("status", CancelRequestedFilter, "name")
+    list_filter = ("status", CancelRequestedFilter, "name", "queue")
     search_fields = ("workflow_id", "idempotency_key")
     search_help_text = "workflow id or idempotency key"
     list_per_page = 50
@@ -140,6 +142,10 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
         "cancel_requested_at",
         "cancel_reason",
         "cancel_deadline_text",
+        "queue",
+        "priority",
+        "concurrency_key",
+        "waiting_reason_text",
         "created_at",
         "started_at",
         "finished_at",
@@ -164,6 +170,8 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
                     ("parent", "continued_from"),
                     "suspended_reason",
                     ("cancel_requested_at", "cancel_reason", "cancel_deadline_text"),
+                    ("queue", "priority", "concurrency_key"),
+                    "waiting_reason_text",
                     ("created_at", "started_at", "finished_at", "age"),
                     ("start_at_text", "deadline_text"),
                 )
@@ -212,6 +220,10 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
             return "never claimed"
         link = admin_link("admin:weft_workflowclaim_change", claim.pk, "holder")
         return format_html("{} ({})", claim_state(claim, wall_ms()), link)
+
+    @admin.display(description="waiting")
+    def waiting_reason_text(self, run: WorkflowRun) -> str:
+        return waiting_reason(run) or "-"
 
     @admin.display(description="start at")
     def start_at_text(self, run: WorkflowRun) -> str:

@@ -42,6 +42,7 @@ from weft_django.ownership.ops import (
     Write,
     WriteConflict,
 )
+from weft_django.ownership.slots import carry_on_takeover
 from weft_django.ownership.transitions import ClaimSnapshot, Transition, build_takeover
 
 logger = logging.getLogger("weft_django.engine")
@@ -162,6 +163,9 @@ def take_over_gone(engine: TurnHost, gone: frozenset[str], limit: int) -> BulkTa
             if batch:
                 writes.append(TakeoverClaims(tuple(puts), conditions[0]))
                 writes.append(BulkInsert(events))
+                # Queue slots go on with the new generations (``ownership.slots``).
+                moves = [(put.workflow_id, old, put.epoch) for put, old in puts]
+                writes += carry_on_takeover(moves, now)
                 result = conditional_batch(conditions, writes, using=db)
                 if result.committed:
                     adopted = batch

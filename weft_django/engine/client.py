@@ -19,7 +19,7 @@ from typing import Any, Literal
 from weft_django.clock import now_ms
 from weft_django.conf import get_settings
 from weft_django.durations import to_ms
-from weft_django.engine import operations, start_statement
+from weft_django.engine import operations, queues, start_statement
 from weft_django.engine.aclient import AsyncHandleMethods, asyncify
 from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations import latest_run
@@ -152,9 +152,18 @@ def start(
     start_at: datetime | None = None,
     execution_timeout: timedelta | float | None = None,
     on_conflict: Literal["error", "start-new"] = "error",
+    queue: str | None = None,
+    priority: int = 0,
+    concurrency_key: str | None = None,
 ) -> WorkflowHandle:
-    """Write a ``pending`` run; an engine picks it up. Nothing is claimed here."""
-    get_workflow(name)  # UnknownWorkflowType before anything is written
+    """Write a ``pending`` run; an engine picks it up. Nothing is claimed here.
+
+    ``queue`` (default: the workflow's ``@workflow(queue=...)``),
+    ``priority`` and ``concurrency_key``: flow control (``engine.queues``)."""
+    definition = get_workflow(name)  # UnknownWorkflowType before anything is written
+    queue_fields = queues.run_fields(
+        queue if queue is not None else definition.queue, priority, concurrency_key
+    )
     stored_input = normalize("workflow input", input)
     if workflow_id is None:
         workflow_id = str(uuid.uuid4())
@@ -179,7 +188,7 @@ def start(
     db = get_settings().database
     if idempotency_key is None:
         started = _start_in_one_statement(
-            workflow_id, name, stored_input, begin_at, deadline, on_conflict, db
+            workflow_id, name, stored_input, begin_at, deadline, on_conflict, db, queue_fields
         )
         if started is not None:
             return started
@@ -207,6 +216,7 @@ def start(
         idempotency_key=idempotency_key,
         start_at=begin_at,
         deadline_at=deadline,
+        **queue_fields,
     )
     live = UniqueAbsence("one live run per workflow id")
     result = conditional_batch([live], [Insert(run, live)], using=db)
@@ -229,6 +239,7 @@ def _start_in_one_statement(
     deadline: int | None,
     on_conflict: str,
     db: str,
+    queue_fields: dict[str, Any],
 ) -> WorkflowHandle | None:
     """The common start as ONE statement (``engine.start_statement``), its
     pickup wake in it when a backend can send it there; ``None``: the slow
@@ -240,6 +251,7 @@ def _start_in_one_statement(
         input=stored_input,
         start_at=begin_at,
         deadline_at=deadline,
+        **queue_fields,
     )
     if not start_statement.applies(run, db):
         return None

@@ -72,6 +72,8 @@ class ActivityDefinition:
     #: ``@activity(celery_queue=...)``: attempts run as Celery tasks on this
     #: queue (``engine.routing``); ``None``: on the owning engine's executor.
     celery_queue: str | None = None
+    #: ``@activity(queue=...)``: each attempt holds a slot of this queue (``engine.queues``).
+    queue: str | None = None
 
     def backoff_for(self, attempt: int, rng: UniformSource = random) -> int:
         """The delay in ms before ``attempt`` (2, 3, ...).
@@ -98,6 +100,8 @@ class WorkflowDefinition:
     #: The grace a cancel of this workflow gets when the caller names none
     #: (``@workflow(cancel_grace=...)``); ``None``: an immediate cancel.
     cancel_grace_ms: int | None = None
+    #: ``@workflow(queue=...)``: the queue a start names when it names none.
+    queue: str | None = None
 
 
 @dataclass
@@ -116,7 +120,9 @@ class WorkflowRegistry:
             if name not in self.workflows:
                 raise UnknownWorkflowType(name)
             before = self.workflows[name]
-            self.workflows[name] = WorkflowDefinition(name, fn, before.cancel_grace_ms)
+            self.workflows[name] = WorkflowDefinition(
+                name, fn, before.cancel_grace_ms, before.queue
+            )
         try:
             yield
         finally:
@@ -129,15 +135,23 @@ registry = WorkflowRegistry()
 
 
 def workflow(
-    name: str | None = None, *, cancel_grace: timedelta | float | None = None
+    name: str | None = None,
+    *,
+    cancel_grace: timedelta | float | None = None,
+    queue: str | None = None,
 ) -> Callable[[F], F]:
     """Register a generator function as the workflow ``name``.
 
     ``cancel_grace``: how long a cancel that names no grace lets the workflow
     clean up (``WorkflowCancelled`` is thrown into it); ``None``: a cancel
     ends the run at once, as it always did.
+
+    ``queue``: a queue of ``WEFT["QUEUES"]`` every start of it joins unless
+    the start names one (``engine.queues``; system check ``weft.E031``).
     """
     grace_ms = optional_ms(cancel_grace, "workflow cancel_grace", allow_zero=False)
+    if queue is not None and not isinstance(queue, str):
+        raise ValueError(f"workflow queue must be a queue name, got {queue!r}")
 
     def decorate(fn: F) -> F:
         wf_name = name or fn.__name__
@@ -148,7 +162,7 @@ def workflow(
                 raise ValueError(
                     f"workflow name {wf_name!r} is already registered by {_qualname(existing.fn)}"
                 )
-            registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn, grace_ms)
+            registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn, grace_ms, queue)
         fn.__weft_workflow__ = wf_name  # type: ignore[attr-defined]
         return fn
 
@@ -168,6 +182,7 @@ def activity(
     atomic: bool = False,
     using: str | None = None,
     celery_queue: str | None = None,
+    queue: str | None = None,
 ) -> Callable[[F], F]:
     """Register a function (or an ``async def`` function) as an activity.
 
@@ -187,7 +202,12 @@ def activity(
     ``celery_queue``: each attempt runs as a Celery task on that queue, on
     any worker that imports the activity; its result comes back through the
     fenced routed-result path (docs/howto/routing-activities.md).
+    ``queue``: a queue of ``WEFT["QUEUES"]`` whose concurrency and rate every
+    attempt draws on, across all engines (not with ``atomic``; system check
+    ``weft.E031``).
     """
+    if queue is not None and (not isinstance(queue, str) or atomic):
+        raise ValueError(f"activity queue must be a queue name (not with atomic), got {queue!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"activity retries must be a non-negative integer, got {retries!r}")
     backoff_ms = optional_ms(backoff, "activity backoff") or 0
@@ -239,6 +259,7 @@ def activity(
             jitter=jitter_fraction,
             atomic=atomic,
             celery_queue=celery_queue,
+            queue=queue,
         )
         with registry.lock:
             registry.activities[act_name] = definition

@@ -42,6 +42,7 @@ from weft_django.engine.loops import SideTasks
 from weft_django.engine.maintenance import Maintenance
 from weft_django.engine.poll_cadence import PollCadence, idle_cap_ms
 from weft_django.engine.presence_watch import PresenceWatch, open_presence
+from weft_django.engine.queues import gate as queue_gate
 from weft_django.engine.scheduler import TurnScheduler
 from weft_django.engine.schedules.sync import boot_sync
 from weft_django.engine.turn import Turn, TurnAborted
@@ -360,6 +361,8 @@ class Engine:
                 return None
         elif self.registry is not None and self.registry.current_epoch(run.workflow_id) is None:
             return None
+        if run.queue is not None and not queue_gate(self, run):
+            return None  # no slot of its queue at this claim generation (``engine.queues``)
         try:
             return Turn(self, run, fresh=handoff is not None and handoff.fresh).drive()
         except EngineDeposedError:

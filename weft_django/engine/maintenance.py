@@ -31,6 +31,7 @@ from weft_django.engine.pickup import (
     pick_up_batch,
     pickup_parts,
 )
+from weft_django.engine.queues import admit_pending
 from weft_django.models import (
     DRIVABLE_STATUSES,
     LIVE_STATUSES,
@@ -282,8 +283,17 @@ class Maintenance:
         engine = self.engine
         if engine.halted or (engine.lease is not None and engine.lease.epoch is None):
             return 0
+        admitted, left = 0, False
+        if engine.settings.queues:  # the runs of a queue: admitted with a slot
+            limit = engine.scheduler.pickup_capacity(BATCH)
+            handoffs = admit_pending(engine, limit)
+            for handoff in handoffs:
+                engine.dispatch_handoff(handoff)
+            admitted = len(handoffs)
+            # A full admission may have left runs behind: pick up again once there is room.
+            left = admitted >= limit
         if batch_applies(engine):
-            return self.pick_up_batch()
+            return admitted + self.pick_up_batch(left)
         runs = list(pending_due(engine)[:BATCH])
         if len(runs) > 1 and engine.scheduler.background:
             # Engines polling together read the same oldest runs; starting each
@@ -295,10 +305,11 @@ class Maintenance:
         for run in runs:
             if engine.dispatch_pickup(run):
                 count += 1
-        return count
+        return admitted + count
 
-    def pick_up_batch(self) -> int:
-        """As many pending runs as the scheduler has room for, in one batch."""
+    def pick_up_batch(self, left: bool = False) -> int:
+        """As many pending runs as the scheduler has room for, in one batch
+        (``left``: the queues' admission left runs behind)."""
         engine = self.engine
         scheduler = engine.scheduler
         limit = scheduler.pickup_capacity(BATCH)
@@ -308,7 +319,7 @@ class Maintenance:
         got = pick_up_batch(engine, limit)
         # A full batch may have left pending runs behind: the scheduler asks
         # for the next pickup as soon as it has room again.
-        scheduler.pickup_backlog(got.seen >= limit)
+        scheduler.pickup_backlog(got.seen >= limit or left)
         for handoff in got.handoffs():
             engine.dispatch_handoff(handoff)
         return len(got.picked) + sum(1 for run in got.single if engine.dispatch_pickup(run))

@@ -47,15 +47,21 @@ from weft_django.ownership.transitions import ClaimSnapshot
 logger = logging.getLogger("weft_django.engine")
 
 
-def pending_due(engine: TurnHost) -> Any:
-    """The pending runs due now, oldest first (``start_at`` in the past or none)."""
+def pending_due(engine: TurnHost, *, queued: bool = False) -> Any:
+    """The pending runs due now, oldest first (``start_at`` in the past or none).
+
+    The runs of a declared queue are admitted by ``engine.queues`` instead
+    (``queued=True``: every pending run, for it to filter)."""
     now = engine.now_ms()
-    return (
+    due = (
         WorkflowRun.objects.using(engine.settings.database)
         .filter(status="pending")
         .filter(Q(start_at__isnull=True) | Q(start_at__lte=now))
         .order_by("created_at")
     )
+    if engine.settings.queues and not queued:
+        due = due.exclude(queue__in=list(engine.settings.queues))
+    return due
 
 
 def pickup_parts(engine: TurnHost, run: WorkflowRun) -> tuple[list[Condition], list[Write]]:

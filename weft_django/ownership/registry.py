@@ -46,6 +46,7 @@ from weft_django.ownership.results import (
     RenewOutcome,
     TakeoverResult,
 )
+from weft_django.ownership.slots import carry_on_takeover
 from weft_django.ownership.transitions import (
     ClaimSnapshot,
     Transition,
@@ -203,7 +204,11 @@ class ClaimRegistry:
         transition = build_takeover(
             snapshot, engine_id=self.engine_id, now=now, ttl_ms=self.claim_ttl_ms
         )
-        result = conditional_batch(transition.conditions, transition.writes, using=self.using)
+        # A queue slot of the generation ending goes on with the new one (``ownership.slots``).
+        carry = carry_on_takeover([(workflow_id, snapshot.epoch, transition.epoch)], now)
+        result = conditional_batch(
+            transition.conditions, [*transition.writes, *carry], using=self.using
+        )
         if result.committed:
             assert transition.holder is not None
             self._track(workflow_id, transition.holder)

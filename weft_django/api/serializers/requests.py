@@ -73,6 +73,26 @@ class StartWorkflowSerializer(serializers.Serializer):
         default="error",
         help_text='"start-new": start a new run of a workflow id whose last run is terminal.',
     )
+    queue = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=100,
+        help_text='A queue of WEFT["QUEUES"] (default: the workflow\'s own, if any).',
+    )
+    priority = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=-(2**31),
+        max_value=2**31 - 1,
+        help_text="Admission order within the queue: higher first, FIFO within one.",
+    )
+    concurrency_key = StrictCharField(
+        required=False,
+        allow_null=True,
+        min_length=1,
+        max_length=200,
+        help_text="The queue's per_key_concurrency applies per key (a tenant, an account).",
+    )
 
     def validate_name(self, value: str) -> str:
         try:

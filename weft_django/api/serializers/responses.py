@@ -141,6 +141,14 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
     cancel_deadline_at = serializers.IntegerField(
         allow_null=True, help_text="End of the cancel grace, ms: the run is ended then."
     )
+    queue = serializers.CharField(allow_null=True, help_text="The run's queue, or null.")
+    priority = serializers.IntegerField(help_text="Admission order within the queue.")
+    concurrency_key = serializers.CharField(allow_null=True)
+    waiting_reason = serializers.CharField(
+        allow_null=True,
+        help_text="Why a pending run of a queue waits (a full queue, its key's limit, the "
+        "rate), or null.",
+    )
     pending_async_token = PendingAsyncSerializer(
         allow_null=True,
         help_text="The first pending async activity (lowest position), or null. Tokens are "
@@ -172,6 +180,10 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
             "cancel_requested_at",
             "cancel_reason",
             "cancel_deadline_at",
+            "queue",
+            "priority",
+            "concurrency_key",
+            "waiting_reason",
             "pending_async_token",
             "pending_async_activities",
             "heartbeats",

@@ -101,6 +101,9 @@ class WorkflowListView(WeftAPIView):
                 start_at=data.get("start_at"),
                 execution_timeout=data.get("execution_timeout"),
                 on_conflict=data["on_conflict"],
+                queue=data.get("queue"),
+                priority=data.get("priority", 0),
+                concurrency_key=data.get("concurrency_key"),
             )
         except WeftError:
             raise

@@ -26,6 +26,11 @@ from weft_django.engine.activity_context import (
     AttemptControl,
     idempotency_key,
 )
+from weft_django.engine.activity_queues import (
+    activity_slot,
+    release_activity_slot,
+    wait_for_activity_slot,
+)
 from weft_django.engine.atomic import run_atomic
 from weft_django.engine.commands import RunActivity
 from weft_django.engine.definitions import ActivityDefinition, get_activity
@@ -82,6 +87,9 @@ def start_attempt(
     host = turn.host
     if definition.atomic:
         return _run_atomic(turn, leaf, definition, number, args, kwargs, on_success, secret)
+    if definition.queue is not None and not activity_slot(turn, leaf.id, definition.queue):
+        # No slot of its queue now: ask again in a moment (a retry timer, same attempt).
+        return wait_for_activity_slot(turn, leaf.id, number, now)
     if definition.celery_queue is not None:  # issue #16 part 3: engine.turn.routed
         return start_routed(
             turn,
@@ -193,6 +201,8 @@ def finish_outcome(
 ) -> bool:
     """Commit an attempt's outcome: its result, its final error, or its next retry."""
     name = definition.name
+    if definition.queue is not None:  # the attempt's slot frees in the commit of its outcome
+        turn.deferred.append(release_activity_slot(turn, leaf.id))
 
     def describe(failure: BaseException) -> str:
         text = str(failure)
