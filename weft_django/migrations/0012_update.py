@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('weft', '0007_run_cancel_requested'),
+        ('weft', '0011_event_stream'),
     ]
 
     operations = [
