@@ -33,6 +33,7 @@ from weft_django.engine import Engine, client
 from weft_django.models import WorkflowRun
 from weft_django.ownership.guard import confirm_wake_ownership
 from weft_django.ownership.metrics import label_value_is_closed, to_prometheus_text
+from weft_django.schedule_spec import TICK_OUTCOMES
 from weft_django.warnings import WAKE_KINDS, WARNING_CLASSES, WeftWarning
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -192,6 +193,9 @@ def test_every_weft_label_value_is_closed_or_a_live_engine(scenario: dict[str, A
     assert weft
     for name, labels in weft:
         for key, value in labels.items():
+            if name == "weft_schedule_ticks_total":  # its own closed outcome set
+                assert key == "outcome" and value in TICK_OUTCOMES, (name, key, value)
+                continue
             assert label_value_is_closed(key, value) or (key, value) == ("engine_id", ENGINE_ID), (
                 name,
                 key,
@@ -247,8 +251,17 @@ def test_warning_classes_declare_no_payload_fields() -> None:
     """The declared fields of every warning class: ids and closed sets only."""
     declared = {name for cls in WARNING_CLASSES for name in cls._fields}
     # ``activity``: an activity's registered name (code, not data); ``alias``:
-    # a database alias from settings (configuration, not data).
-    assert declared == {"workflow_id", "wake_kind", "holder_id", "reason", "activity", "alias"}
+    # a database alias from settings (configuration, not data); ``schedule_id``:
+    # an id like a workflow id (a schedule removed from WEFT["SCHEDULES"]).
+    assert declared == {
+        "workflow_id",
+        "wake_kind",
+        "holder_id",
+        "reason",
+        "activity",
+        "alias",
+        "schedule_id",
+    }
 
 
 def test_every_warn_call_passes_only_allowed_fields() -> None:
