@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
+from itertools import pairwise
 
 import pytest
 from django.core.checks import run_checks
@@ -330,7 +330,7 @@ def test_activity_queue_limits_attempts_across_runs(clock):
         assert latest("act-0").result == ["a0-a", "a0-b"]
         spans = sorted(SPANS, key=lambda s: s[1])
         assert len(spans) == 6
-        for (_, _, end), (_, start, _) in itertools.pairwise(spans):
+        for (_, _, end), (_, start, _) in pairwise(spans):
             assert start >= end  # one attempt at a time: q1's concurrency is 1
         assert _live("q1") == 0
         assert QueueSlot.objects.filter(position__isnull=False, released=False).count() == 0
