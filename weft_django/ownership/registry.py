@@ -55,6 +55,7 @@ from weft_django.ownership.transitions import (
     build_takeover,
     is_claim_expired,
 )
+
 RenewScope = Literal["held", "engine"]
 
 
@@ -351,7 +352,9 @@ class ClaimRegistry:
             if loss.kind == "deposed":
                 self.cooldown.record_deposition(wid, now)
             if self.losses.add(loss):
-                report_loss(loss, self.metrics, engine_id=self.engine_id, during="renewal", renewal=True)
+                report_loss(
+                    loss, self.metrics, engine_id=self.engine_id, during="renewal", renewal=True
+                )
 
     def record_loss(self, loss: ClaimLoss, *, during: str) -> None:
         """Count and log a loss found outside renewal (a fenced write), once."""
