@@ -32,10 +32,15 @@ MIN_EXPIRY_MS = 60_000
 
 @dataclass(frozen=True)
 class Installed:
-    """The app ``install(app)`` made this process send through, and its shared queue."""
+    """The app ``install(app)`` made this process send through, its shared queue,
+    and the queues whose consumers are weft engines (``opt_in``)."""
 
     app: Celery
     queue: str
+    engine_queues: tuple[str, ...] = ()
+
+    def engine_queue_names(self) -> tuple[str, ...]:
+        return self.engine_queues or (self.queue,)
 
 
 class _Installation:
