@@ -111,21 +111,23 @@ def uninstall() -> None:
 
 
 def _register_tasks(app: Celery) -> None:
+    # Each returns ``{"outcome", "workflow_id", "run_id"}`` (``wake_report``):
+    # what Flower shows, e.g. ``{"outcome": "duplicate", "workflow_id": ...}``.
     @app.task(name=DRIVE_TASK, bind=True, ignore_result=True, shared=False)
     def weft_drive(
         self: Any, run_id: str, wake_kind: str | None, engine_id: str, epoch: int, **options: Any
-    ) -> str:
+    ) -> dict[str, str]:
         """Drive one turn of ``run_id`` if the wake guard lets it (owner node only)."""
         from weft_django.transports.celery.pool import run_drive
 
-        return run_drive(run_id, wake_kind, engine_id, epoch, **options)
+        return run_drive(run_id, wake_kind, engine_id, epoch, **options).as_result(run_id)
 
     @app.task(name=PICKUP_TASK, bind=True, ignore_result=True, shared=False)
-    def weft_pickup(self: Any, run_id: str, **options: Any) -> str:
+    def weft_pickup(self: Any, run_id: str, **options: Any) -> dict[str, str]:
         """Pick up a pending run (claim folded into the write), then drive it."""
         from weft_django.transports.celery.pool import run_pickup
 
-        return run_pickup(run_id, **options)
+        return run_pickup(run_id, **options).as_result(run_id)
 
 
 __all__ = [
