@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("celery")
 
-from weft_django.transports.celery.opt_in import decide, worker_options  # noqa: E402
+from weft_django.transports.celery.opt_in import decide, worker_options
 
 
 def _decide(flag=None, selected=None, excluded=(), engine_queues=("weft",)):
