@@ -186,7 +186,7 @@ def log_stopped_driving(engine: Any, workflow_id: str) -> None:
     loss = registry.losses.get(workflow_id) if registry is not None else None
     if loss is not None and loss.kind == "rotated":
         logger.info(
-            "engine %s stopped driving %s: it was %s",
+            'engine %s stopped driving "%s": it was %s',
             engine.engine_id,
             workflow_id,
             describe_rotation(loss),
