@@ -47,7 +47,9 @@ TIMER_WAKE_KIND: Final[dict[str, WakeKind]] = {
 }
 """The wake kind a due timer of each kind asks the guard with."""
 
-ClaimAttemptOutcome = Literal["acquired", "takeover", "lost_race", "deposed", "backoff_skipped"]
+ClaimAttemptOutcome = Literal[
+    "acquired", "takeover", "lost_race", "deposed", "rotated", "backoff_skipped"
+]
 
 LeaseLostReason = Literal["deposed", "renewal-unconfirmable"]
 LEASE_LOST_REASONS: Final[tuple[LeaseLostReason, ...]] = get_args(LeaseLostReason)

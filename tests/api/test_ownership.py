@@ -138,6 +138,7 @@ def test_metrics_sums_every_engine(api: Any) -> None:
         "takeover": 2,
         "lost_race": 0,
         "deposed": 0,
+        "rotated": 0,
         "backoff_skipped": 0,
     }
     assert body["active_claims"] == 2  # the stopped engine's gauge does not count

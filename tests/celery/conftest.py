@@ -93,7 +93,8 @@ def celery_app(request: pytest.FixtureRequest) -> Iterator[Celery]:
 class CeleryWorker(ChildGroup):
     """One ``celery -A project worker`` node; stdout and stderr go to a log file.
 
-    ``imports``: the workflow modules every process of the node loads (``-I``).
+    ``imports``: the workflow modules every process of the node loads (``-I``);
+    ``extra``: more worker options (``-Q emails``, ``--no-weft``).
     """
 
     reap_timeout_s = HANG_TIMEOUT_S
@@ -108,6 +109,7 @@ class CeleryWorker(ChildGroup):
         concurrency: int = 2,
         env: dict[str, str] | None = None,
         imports: tuple[str, ...] = ("tests.celery.workflows",),
+        extra: tuple[str, ...] = (),
     ) -> None:
         self.node = f"{name}-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
         environment = child_env(
@@ -135,6 +137,7 @@ class CeleryWorker(ChildGroup):
             ",".join(imports),
             "--without-mingle",
             "--without-gossip",
+            *extra,
         ]
         super().__init__(command, logs / f"{name}.log", environment)
         self.engine_id = ""

@@ -17,6 +17,8 @@ Invariants protected:
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -395,22 +397,23 @@ def test_fenced_commit_succeeds_for_the_holder_even_after_renewals(clock: Manual
     assert WorkflowRun.objects.get(pk=run.pk).wake_at == 123
 
 
-def test_fenced_commit_after_a_rotation_deposes_that_workflow_only(clock: ManualClock) -> None:
+def test_fenced_commit_after_a_rotation_stops_that_workflow_only(clock: ManualClock) -> None:
+    """An operator's rotation fails the fence like a takeover, but it is counted
+    ``rotated`` -- no ``deposed``, no claim-lost warning (issue #19 part 2)."""
     host = StaticHost("engine-a", clock)
     run, other = _running("wf"), _running("other")
     host.registry.acquire("wf")
     host.registry.acquire("other")
     _rotate("wf", clock)
-    with (
-        pytest.warns(WeftWorkflowClaimLostWarning) as record,
-        pytest.raises(EngineDeposedError) as info,
-    ):
-        fenced_commit(host, "wf", [], [_journal_write(run)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WeftWorkflowClaimLostWarning)
+        with pytest.raises(EngineDeposedError) as info:
+            fenced_commit(host, "wf", [], [_journal_write(run)])
     assert info.value.workflow_id == "wf"
-    assert record[0].message.workflow_id == "wf"
     assert WorkflowRun.objects.get(pk=run.pk).wake_at is None
     assert host.registry.tracked() == ["other"]
-    assert host.metrics.snapshot().attempts["deposed"] == 1
+    assert host.metrics.snapshot().attempts["deposed"] == 0
+    assert host.metrics.snapshot().attempts["rotated"] == 1
     assert fenced_commit(host, "other", [], [_journal_write(other)]).committed
 
 

@@ -603,10 +603,11 @@ def test_cancel_mid_turn_rotates_and_the_late_commit_is_refused(tmp_path):
 
         # The owner's turn stops one of two ways: waiting on step 1, it sees the
         # run cancelled and abandons the attempt ("turn of ... aborted"); or, had
-        # step 1 landed first, its commit is refused ("was deposed from").
+        # step 1 landed first, its commit is refused ("stopped driving": the
+        # cancel rotated the claim, an operator's act, not a deposition).
         def turn_stopped() -> bool:
-            deposed = any("was deposed from" in line for line in owner.lines_about(workflow_id))
-            return deposed or f"turn of {workflow_id} aborted: " in owner.log()
+            refused = any("stopped driving" in line for line in owner.lines_about(workflow_id))
+            return refused or f"turn of {workflow_id} aborted: " in owner.log()
 
         wait_for("the owner to stop its turn", turn_stopped, *workers)
         seen_ms = wall_ms()
@@ -642,11 +643,15 @@ def test_cancel_mid_turn_rotates_and_the_late_commit_is_refused(tmp_path):
         counts = Counter(SideEffect.objects.filter(kind="slow").values_list("key", flat=True))
         assert counts == Counter({"cx:0": 1, "cx:1": 1}), counts
         metrics = EngineRecord.objects.get(pk=owner_id).metrics
-        assert metrics["attempts"]["deposed"] >= 1, metrics
+        # The cancel is counted as what it is: a rotation, never a deposition.
+        assert metrics["attempts"]["rotated"] >= 1, metrics
+        assert metrics["attempts"]["deposed"] == 0, metrics
+        assert metrics["renewal_failures"] == 0, metrics
+        assert "another engine" not in owner.log()
         stopped_lines = [
             line
             for line in owner.log().splitlines()
-            if "was deposed from" in line or f"turn of {workflow_id} aborted: " in line
+            if "stopped driving" in line or f"turn of {workflow_id} aborted: " in line
         ]
         print(
             f"\n[cancel] owner {owner_id} stopped its turn; its log: {stopped_lines[0]!r}; "

@@ -32,6 +32,7 @@ def test_closed_sets_are_exactly_the_documented_ones() -> None:
         "takeover",
         "lost_race",
         "deposed",
+        "rotated",
         "backoff_skipped",
     )
     assert WAKE_DECISIONS == ("proceed", "discard")
@@ -81,6 +82,7 @@ def test_records_count_only_their_own_series() -> None:
         "takeover": 0,
         "lost_race": 0,
         "deposed": 1,
+        "rotated": 0,
         "backoff_skipped": 0,
     }
     assert snap.active_claims == 2
@@ -159,6 +161,7 @@ def test_prometheus_text_lists_every_outcome_including_zeros() -> None:
         'weft_workflow_claim_attempts_total{outcome="takeover"} 1',
         'weft_workflow_claim_attempts_total{outcome="lost_race"} 0',
         'weft_workflow_claim_attempts_total{outcome="deposed"} 0',
+        'weft_workflow_claim_attempts_total{outcome="rotated"} 0',
         'weft_workflow_claim_attempts_total{outcome="backoff_skipped"} 0',
         "weft_workflow_claims_active 4",
         "weft_workflow_claim_renewal_failures_total 2",
@@ -294,6 +297,7 @@ def test_from_json_ignores_bad_parts_but_keeps_good_ones() -> None:
         "takeover": 0,
         "lost_race": 0,
         "deposed": 0,
+        "rotated": 0,
         "backoff_skipped": 0,
     }
     assert snap.active_claims == 0

@@ -75,7 +75,8 @@ class WeftClusterCollector(Collector):
             ),
             "renewal_failures": CounterMetricFamily(
                 "weft_workflow_claim_renewal_failures",
-                "Workflow claims found lost while renewing, summed over every engine.",
+                "Workflow claims found taken by another engine while renewing (not an "
+                "operator's rotation), summed over every engine.",
             ),
             "wakes": CounterMetricFamily(
                 "weft_wakes",

@@ -54,6 +54,7 @@ from weft_django.ownership import presence
 from weft_django.ownership.gates import check_clock_skew, run_gates
 from weft_django.ownership.guard import confirm_wake_ownership
 from weft_django.ownership.lease import GlobalLeaseManager
+from weft_django.ownership.loss import log_stopped_driving
 from weft_django.ownership.metrics import ClaimMetrics
 from weft_django.ownership.registry import ClaimRegistry
 from weft_django.querysets import in_backoff
@@ -366,7 +367,7 @@ class Engine:
         try:
             return Turn(self, run, fresh=handoff is not None and handoff.fresh).drive()
         except EngineDeposedError:
-            logger.warning("engine %s was deposed from %s", self.engine_id, run.workflow_id)
+            log_stopped_driving(self, run.workflow_id)
             return None
         except TurnAborted as aborted:
             logger.info("turn of %s aborted: %s", run.workflow_id, aborted)

@@ -25,6 +25,7 @@ from weft_django.ownership.batch import (
     conditional_batch,
 )
 from weft_django.ownership.host import OwnershipHost
+from weft_django.ownership.loss import classify_loss
 from weft_django.ownership.results import AcquirePreparation
 from weft_django.ownership.transitions import fence_condition
 from weft_django.warnings import warn_claim_lost
@@ -38,8 +39,10 @@ def fence_conditions(
         registry = host.registry
         epoch = registry.current_epoch(workflow_id) if registry is not None else None
         if epoch is None:
-            host.metrics.record_claim_attempt("deposed")
-            warn_claim_lost(workflow_id, engine_id=host.engine_id, during="fenced-write")
+            if registry is None or registry.losses.get(workflow_id) is None:
+                # Not a loss already reported (by renewal): count it now.
+                host.metrics.record_claim_attempt("deposed")
+                warn_claim_lost(workflow_id, engine_id=host.engine_id, during="fenced-write")
             raise EngineDeposedError(workflow_id)
         return [fence_condition(workflow_id, epoch, host.engine_id)]
     if host.ownership == "lease":
@@ -105,10 +108,17 @@ def fenced_commit(
     failed = result.failed_condition
     failed_id = getattr(failed, "workflow_id", workflow_id)
     if host.ownership == "workflow-lease":
-        if host.registry is not None:
-            host.registry.forget(failed_id)
-        host.metrics.record_claim_attempt("deposed")
-        warn_claim_lost(failed_id, engine_id=host.engine_id, during="fenced-write")
+        registry = host.registry
+        if registry is not None:
+            # Who ended the generation (``ownership.loss``): read only now that
+            # the fence failed, never on a write that committed.
+            held = registry.current_epoch(failed_id)
+            registry.forget(failed_id)
+            loss = classify_loss(host.settings.database, failed_id, held)
+            registry.record_loss(loss, during="fenced-write")
+        else:
+            host.metrics.record_claim_attempt("deposed")
+            warn_claim_lost(failed_id, engine_id=host.engine_id, during="fenced-write")
         raise EngineDeposedError(failed_id)
     if host.ownership == "lease" and host.lease is not None:
         host.lease.handle_deposition("deposed")

@@ -400,12 +400,13 @@ class ClaimMetrics:
 _HELP: Final[dict[str, tuple[str, str]]] = {
     "weft_workflow_claim_attempts_total": (
         "counter",
-        "Per-workflow claim attempts by outcome.",
+        "Per-workflow claim attempts by outcome (deposed: taken by another engine; "
+        "rotated: ended by an operator's cancel, suspend, timeout, purge or force release).",
     ),
     "weft_workflow_claims_active": ("gauge", "Workflow claims currently held."),
     "weft_workflow_claim_renewal_failures_total": (
         "counter",
-        "Workflow claims found lost while renewing.",
+        "Workflow claims found taken by another engine while renewing (not rotations).",
     ),
     "weft_wakes_total": ("counter", "Workflow wakes by kind, guard decision and transport."),
     "weft_activity_abandoned_threads_total": (

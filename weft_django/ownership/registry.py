@@ -37,6 +37,7 @@ from weft_django.ownership.codec import (
     holder_row_absent,
 )
 from weft_django.ownership.cooldown import TakeoverCooldown
+from weft_django.ownership.loss import ClaimLoss, ReportedLosses, classify_losses, report_loss
 from weft_django.ownership.metrics import ClaimMetrics
 from weft_django.ownership.renewal_gate import RenewalGate
 from weft_django.ownership.results import (
@@ -55,7 +56,6 @@ from weft_django.ownership.transitions import (
     build_takeover,
     is_claim_expired,
 )
-from weft_django.warnings import warn_claim_lost
 
 RenewScope = Literal["held", "engine"]
 
@@ -87,6 +87,8 @@ class ClaimRegistry:
         self._lock = threading.RLock()
         #: Renewal passes hold it; a release waits on it (see ``renewal_gate``).
         self.renewal = RenewalGate()
+        #: Generations already reported lost (``ownership.loss``): counted once.
+        self.losses = ReportedLosses()
 
     # -- reads ---------------------------------------------------------------
     def read(self, workflow_id: str) -> ClaimSnapshot:
@@ -123,6 +125,7 @@ class ClaimRegistry:
             self._claims[workflow_id] = holder
             self.metrics.set_active_claims(len(self._claims))
         self.cooldown.clear(workflow_id)
+        self.losses.discard(workflow_id)
 
     def _untrack(self, workflow_id: str, expected: HolderRecord | None = None) -> None:
         with self._lock:
@@ -261,8 +264,8 @@ class ClaimRegistry:
                         lost.append(wid)
                         outcomes.append(RenewOutcome(wid, "lost"))
                 self.metrics.set_active_claims(len(self._claims))
-            for wid in lost:
-                self._record_loss(wid, now, held[wid].epoch)
+            if lost:
+                self._record_losses(now, {wid: held[wid].epoch for wid in lost})
             return outcomes
 
     def _renew_engine_scope(self) -> list[RenewOutcome]:
@@ -296,12 +299,15 @@ class ClaimRegistry:
             self._claims = {**{w: h for w, h in previous.items() if w in self._releasing}, **fresh}
             self.metrics.set_active_claims(len(self._claims))
         ended_here = self._ended_by_this_engine(lost) if lost else set()
+        really_lost: dict[str, int] = {}
         for wid, epoch in lost:
             if wid in ended_here:
                 outcomes.append(RenewOutcome(wid, "not-held"))
                 continue
             outcomes.append(RenewOutcome(wid, "lost"))
-            self._record_loss(wid, now, epoch)
+            really_lost[wid] = epoch
+        if really_lost:
+            self._record_losses(now, really_lost)
         return outcomes
 
     def _ended_by_this_engine(self, missing: list[tuple[str, int]]) -> set[str]:
@@ -338,11 +344,27 @@ class ClaimRegistry:
             self.metrics.set_active_claims(len(self._claims))
         return holder
 
-    def _record_loss(self, workflow_id: str, now: int, epoch: int) -> None:
-        self.cooldown.record_deposition(workflow_id, now)
-        self.metrics.record_renewal_failure()
-        self.metrics.record_claim_attempt("deposed")
-        warn_claim_lost(workflow_id, engine_id=self.engine_id, epoch=epoch, during="renewal")
+    def _record_losses(self, now: int, lost: dict[str, int]) -> None:
+        """Count and log claims found lost at renewal, once each: an operator's
+        rotation as ``rotated``, a real loss as a renewal failure and
+        ``deposed`` (one read for all, only when something was lost)."""
+        try:
+            found = classify_losses(self.using, lost)
+        except Exception:  # the read failed: report the conservative answer
+            found = {wid: ClaimLoss(wid, epoch, "deposed") for wid, epoch in lost.items()}
+        for wid in lost:
+            loss = found[wid]
+            if loss.kind == "deposed":
+                self.cooldown.record_deposition(wid, now)
+            if self.losses.add(loss):
+                report_loss(
+                    loss, self.metrics, engine_id=self.engine_id, during="renewal", renewal=True
+                )
+
+    def record_loss(self, loss: ClaimLoss, *, during: str) -> None:
+        """Count and log a loss found outside renewal (a fenced write), once."""
+        if self.losses.add(loss):
+            report_loss(loss, self.metrics, engine_id=self.engine_id, during=during)
 
     # -- release -------------------------------------------------------------
     def release(self, workflow_id: str, expected_epoch: int | None = None) -> ReleaseResult:

@@ -100,7 +100,7 @@ class MetricsSerializer(serializers.Serializer):
     attempts = serializers.DictField(
         child=serializers.IntegerField(),
         help_text="Claim attempts by outcome (acquired, takeover, lost_race, deposed, "
-        "backoff_skipped), summed over every engine, live and past.",
+        "rotated, backoff_skipped), summed over every engine, live and past.",
     )
     active_claims = serializers.IntegerField(
         help_text="Sum of the active-claims gauge of engines not stopped."

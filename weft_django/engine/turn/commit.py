@@ -133,8 +133,9 @@ class TurnState:
             return
         wid = self.run.workflow_id
         if registry.current_epoch(wid) is None:
-            host.metrics.record_claim_attempt("deposed")
-            warn_claim_lost(wid, engine_id=host.engine_id, during="before-activity")
+            if registry.losses.get(wid) is None:  # else renewal reported it already
+                host.metrics.record_claim_attempt("deposed")
+                warn_claim_lost(wid, engine_id=host.engine_id, during="before-activity")
             raise EngineDeposedError(wid)
 
     def read_run_state(self) -> tuple[str, int]:

@@ -8,7 +8,8 @@ messages. A web process, ``migrate`` or ``shell`` that imports the
 project's ``celery.py`` starts nothing: no thread, no connection, no broker
 traffic until a ``client`` call commits.
 
-Inside ``celery worker``:
+Inside ``celery worker`` -- of a node that opts in (``opt_in``: ``--weft``,
+or it consumes the weft queue; ``-Q emails`` keeps a node out):
 
 - **One engine per node boot** (``node``): the bootstep (``bootstep``)
   checks the pool (prefork, threads, solo; anything else is refused with
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from weft_django.conf import mark_process_transport
@@ -52,6 +54,7 @@ from weft_django.transports.celery.messages import (
     installed,
     send,
 )
+from weft_django.transports.celery.opt_in import add_worker_option
 from weft_django.transports.celery.routed import ROUTED_TASK, install_routing, uninstall_routing
 from weft_django.transports.celery.routing import CeleryWakeBackend
 
@@ -63,8 +66,20 @@ _lock = threading.Lock()
 _prepared: weakref.WeakSet[Celery] = weakref.WeakSet()
 
 
-def install(app: Celery, *, queue: str = DEFAULT_QUEUE) -> Celery:
-    """Make ``app``'s workers weft nodes and this process a Celery-transport one.
+def install(
+    app: Celery,
+    *,
+    queue: str = DEFAULT_QUEUE,
+    engine_queues: Iterable[str] | None = None,
+) -> Celery:
+    """Make ``app``'s opted-in workers weft nodes and this process a Celery-transport one.
+
+    Which workers are engines (``opt_in``): ``celery worker --weft`` /
+    ``--no-weft`` decides for one node; else a node started with ``-Q`` is
+    an engine only if it names one of ``engine_queues`` (default: just
+    ``queue``, i.e. ``-Q weft``), and a node started without ``-Q``
+    (every queue of the app) is one unless ``-X`` excludes ``queue``. A
+    node that is not an engine never consumes a weft queue or adopts a claim.
 
     Registers the worker bootstep, the ``weft.drive`` / ``weft.pickup`` tasks
     and the worker signal handlers, sets ``app.conf.worker_direct = True``,
@@ -79,9 +94,11 @@ def install(app: Celery, *, queue: str = DEFAULT_QUEUE) -> Celery:
             app.conf.worker_direct = True
             _register_tasks(app)
             app.steps["worker"].add(WeftNodeStep)
+            add_worker_option(app)
             _prepared.add(app)
         connect_signals()
-        installation.current = Installed(app, queue)
+        names = tuple(dict.fromkeys(str(q) for q in engine_queues)) if engine_queues else ()
+        installation.current = Installed(app, queue, names)
     mark_process_transport("celery")
     backends.install(CeleryWakeBackend())
     install_routing(app)  # @activity(celery_queue=...): transports.celery.routed
@@ -98,21 +115,23 @@ def uninstall() -> None:
 
 
 def _register_tasks(app: Celery) -> None:
+    # Each returns ``{"outcome", "workflow_id", "run_id"}`` (``wake_report``):
+    # what Flower shows, e.g. ``{"outcome": "duplicate", "workflow_id": ...}``.
     @app.task(name=DRIVE_TASK, bind=True, ignore_result=True, shared=False)
     def weft_drive(
         self: Any, run_id: str, wake_kind: str | None, engine_id: str, epoch: int, **options: Any
-    ) -> str:
+    ) -> dict[str, str]:
         """Drive one turn of ``run_id`` if the wake guard lets it (owner node only)."""
         from weft_django.transports.celery.pool import run_drive
 
-        return run_drive(run_id, wake_kind, engine_id, epoch, **options)
+        return run_drive(run_id, wake_kind, engine_id, epoch, **options).as_result(run_id)
 
     @app.task(name=PICKUP_TASK, bind=True, ignore_result=True, shared=False)
-    def weft_pickup(self: Any, run_id: str, **options: Any) -> str:
+    def weft_pickup(self: Any, run_id: str, **options: Any) -> dict[str, str]:
         """Pick up a pending run (claim folded into the write), then drive it."""
         from weft_django.transports.celery.pool import run_pickup
 
-        return run_pickup(run_id, **options)
+        return run_pickup(run_id, **options).as_result(run_id)
 
 
 __all__ = [

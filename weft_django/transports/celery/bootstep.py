@@ -10,6 +10,7 @@ project's ``celery.py`` loads none of it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -17,6 +18,9 @@ from celery import bootsteps, signals
 
 from weft_django.transports.celery.fixup import keep_connections_for_weft_tasks
 from weft_django.transports.celery.messages import DEFAULT_QUEUE, installed
+from weft_django.transports.celery.opt_in import decide_for, worker_options
+
+logger = logging.getLogger("weft_django.transports.celery")
 
 
 class WeftNodeStep(bootsteps.StartStopStep):
@@ -25,17 +29,38 @@ class WeftNodeStep(bootsteps.StartStopStep):
     label = "weft"
     requires = ("celery.worker.components:Pool",)
 
-    def __init__(self, parent: Any, **kwargs: Any) -> None:
+    def __init__(self, parent: Any, weft: bool | None = None, **kwargs: Any) -> None:
         super().__init__(parent, **kwargs)
         from weft_django.transports.celery.identity import prepare_node
 
-        # Before the pool forks: refuse an unsupported pool or mode, mint the
-        # engine id, consume the shared pickup queue.
+        # Only a node that opts in (``opt_in``) becomes an engine; then, before
+        # the pool forks: refuse an unsupported pool or mode, mint the engine
+        # id, consume the shared pickup queue.
         current = installed()
-        prepare_node(parent, queue=current.queue if current else DEFAULT_QUEUE)
+        queue = current.queue if current else DEFAULT_QUEUE
+        engine_queues = current.engine_queue_names() if current else (queue,)
+        decision = decide_for(parent, flag=weft, queue=queue, engine_queues=engine_queues)
+        self.engine = decision.engine
+        if not decision.engine:
+            logger.info(
+                "weft: node %s is not a weft engine (%s): it consumes no weft queue and "
+                "adopts no claim",
+                getattr(parent, "hostname", "?"),
+                decision.why,
+            )
+            return
+        logger.info(
+            "weft: node %s is a weft engine (%s)", getattr(parent, "hostname", "?"), decision.why
+        )
+        prepare_node(parent, queue=queue)
         keep_connections_for_weft_tasks(parent.app)
 
+    def include_if(self, parent: Any) -> bool:
+        return bool(getattr(self, "engine", True))
+
     def start(self, parent: Any) -> None:
+        if not self.engine:
+            return
         from weft_django.transports.celery.node import start_node
 
         start_node(parent)
@@ -80,6 +105,10 @@ def connect_signals() -> None:
         )
         signals.worker_shutdown.connect(
             on_worker_shutdown, weak=False, dispatch_uid="weft_django.worker_shutdown"
+        )
+        # The -Q / -X a worker was started with (``opt_in``), before it uses them.
+        signals.celeryd_init.connect(
+            worker_options.remember, weak=False, dispatch_uid="weft_django.celeryd_init"
         )
 
 

@@ -32,10 +32,15 @@ MIN_EXPIRY_MS = 60_000
 
 @dataclass(frozen=True)
 class Installed:
-    """The app ``install(app)`` made this process send through, and its shared queue."""
+    """The app ``install(app)`` made this process send through, its shared queue,
+    and the queues whose consumers are weft engines (``opt_in``)."""
 
     app: Celery
     queue: str
+    engine_queues: tuple[str, ...] = ()
+
+    def engine_queue_names(self) -> tuple[str, ...]:
+        return self.engine_queues or (self.queue,)
 
 
 class _Installation:
@@ -98,7 +103,9 @@ class DriveMessage:
 
     ``via`` is how the wake was found (a metric label: ``celery`` or
     ``polling``); ``eta_ms`` delays delivery; ``attempt`` counts busy
-    re-sends; ``due_ms`` is when the wake was due (for the latency log).
+    re-sends; ``due_ms`` is when the wake was due (for the latency log);
+    ``workflow_id`` names the run's workflow in the message's keyword
+    arguments (what Flower shows; empty when the sender did not read it).
     """
 
     node_name: str
@@ -110,6 +117,7 @@ class DriveMessage:
     eta_ms: int | None = None
     attempt: int = 0
     due_ms: int | None = None
+    workflow_id: str = ""
 
 
 def send_drive(message: DriveMessage) -> bool:
@@ -119,14 +127,17 @@ def send_drive(message: DriveMessage) -> bool:
     now = wall_ms()
     eta = message.eta_ms
     due = eta if eta is not None and eta > now else now
+    options: dict[str, Any] = {
+        "via": message.via,
+        "due_ms": message.due_ms if message.due_ms is not None else due,
+        "attempt": message.attempt,
+    }
+    if message.workflow_id:
+        options["workflow_id"] = str(message.workflow_id)
     return send(
         DRIVE_TASK,
         [str(message.run_id), message.wake_kind, message.engine_id, int(message.epoch)],
-        {
-            "via": message.via,
-            "due_ms": message.due_ms if message.due_ms is not None else due,
-            "attempt": message.attempt,
-        },
+        options,
         worker_direct(message.node_name),
         now_ms=now,
         expires_ms=due + expiry_ms(),
@@ -134,17 +145,20 @@ def send_drive(message: DriveMessage) -> bool:
     )
 
 
-def send_pickup(run_id: str, *, eta_ms: int | None = None) -> bool:
+def send_pickup(run_id: str, *, eta_ms: int | None = None, workflow_id: str | None = None) -> bool:
     """``weft.pickup`` on the shared queue: any node may claim the pending run."""
     current = installation.current
     if current is None:
         return False
     now = wall_ms()
     due = eta_ms if eta_ms is not None and eta_ms > now else now
+    options: dict[str, Any] = {"due_ms": due}
+    if workflow_id:
+        options["workflow_id"] = str(workflow_id)
     return send(
         PICKUP_TASK,
         [str(run_id)],
-        {"due_ms": due},
+        options,
         current.queue,
         now_ms=now,
         expires_ms=due + expiry_ms(),

@@ -24,6 +24,7 @@ from weft_django.transports.celery.pool import state as pool_state
 from weft_django.transports.celery.scheduling import MessageScheduler, build_engine
 from weft_django.transports.celery.timers import dispatch_timers
 from weft_django.transports.celery.turn_marks import find_stranded, pool_pids
+from weft_django.transports.celery.wake_report import leftovers
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -145,6 +146,7 @@ def shutdown_node() -> None:
     node, running.current = running.current, None
     if node is not None:
         node.shutdown()
+        leftovers.forget(node.identity)
 
 
 def forget_after_fork() -> None:

@@ -51,8 +51,13 @@ from weft_django.transports.celery.turn_marks import (
     restamp_pickup,
     take_turn,
 )
+from weft_django.transports.celery.wake_report import (
+    TaskOutcome,
+    is_previous_boot,
+    leftovers,
+    outcome_of,
+)
 from weft_django.vocab import WAKE_KINDS, WakeKind, WakeTransport
-from weft_django.warnings import warn_wake_discarded
 
 if TYPE_CHECKING:
     from weft_django.engine.workflow_cache import WorkflowCache
@@ -229,19 +234,33 @@ def run_drive(
     via: str = "celery",
     due_ms: int | None = None,
     attempt: int = 0,
+    workflow_id: str = "",
     **_: Any,
-) -> str:
-    """The ``weft.drive`` task body (a pool process of the owning node)."""
+) -> TaskOutcome:
+    """The ``weft.drive`` task body (a pool process of the owning node).
+
+    Returns the outcome with the run's workflow id (``wake_report``).
+    """
     ident = identity()
     if ident is None:
         logger.error("weft.drive ran outside a weft Celery node; ignored")
-        return "no-node"
+        return TaskOutcome("no-node", workflow_id)
     engine = pool_engine()
     kind: WakeKind = wake_kind if wake_kind in WAKE_KINDS else "inline-macrotask-drive"  # type: ignore[assignment]
     channel: WakeTransport = "polling" if via == "polling" else "celery"
+    if is_previous_boot(str(engine_id), ident):
+        # Left in this node's direct queue by a previous boot: stale by
+        # construction. Counted, summarised once per node, not warned per run.
+        record_wake(engine, kind, "discard", channel)
+        _end_task(engine)
+        leftovers.note(ident, str(engine_id), run_id, workflow_id)
+        return TaskOutcome("leftover", workflow_id)
     _begin_task(engine)
     try:
-        outcome = _wake(engine, ident, str(run_id), kind, engine_id, int(epoch), channel, due_ms)
+        outcome = outcome_of(
+            _wake(engine, ident, str(run_id), kind, engine_id, int(epoch), channel, due_ms),
+            workflow_id,
+        )
     finally:
         _end_task(engine)
     if outcome == "busy":
@@ -257,6 +276,7 @@ def run_drive(
                     eta_ms=wall_ms() + BUSY_RETRY_MS,
                     attempt=attempt + 1,
                     due_ms=due_ms,
+                    workflow_id=outcome.workflow_id,
                 )
             )
         else:
@@ -273,7 +293,7 @@ def _wake(
     epoch: int,
     channel: WakeTransport,
     due_ms: Any,
-) -> str:
+) -> TaskOutcome:
     """Guard (and adopt), take the turn mark, then drive one turn.
 
     The wake is counted once: ``discard`` when the guard or the duplicate
@@ -283,25 +303,26 @@ def _wake(
     db = engine.settings.database
     row = WorkflowRun.objects.using(db).filter(pk=run_id).values_list("workflow_id").first()
     if row is None:
-        return "gone"
+        return TaskOutcome("gone")
     wid = row[0]
     verdict = decide_wake(engine, wid, kind, epoch, expected_engine_id=engine_id, adopt=True)
     if verdict.decision == "discard":
         record_wake(engine, kind, "discard", channel)
         _log_wake("discarded", run_id, wid, kind, channel, due_ms, str(verdict.reason))
-        return "discarded"
+        return TaskOutcome("discarded", wid)
     holder = verdict.holder
     taken = take_turn(
         engine, run_id, holder.claimed_at if holder is not None else None, ident, state.driving
     )
     if taken != "ok":
-        return taken
+        return TaskOutcome(taken, wid)
     try:
         if not _runnable(engine, run_id):
-            warn_wake_discarded(wid, kind, reason="duplicate", engine_id=engine.engine_id)
+            # A second wake of a turn already taken (not a stale generation):
+            # counted and traced, no ``WeftWorkflowWakeDiscardedWarning``.
             record_wake(engine, kind, "discard", channel)
             _log_wake("discarded", run_id, wid, kind, channel, due_ms, "duplicate")
-            return "duplicate"
+            return TaskOutcome("duplicate", wid)
         record_wake(engine, kind, "proceed", channel)
         _log_wake("proceed", run_id, wid, kind, channel, due_ms, "")
         # The guard ran above (and adopted the claim): drive without a second one.
@@ -309,47 +330,50 @@ def _wake(
             left = engine.drive(run_id, None)
         except Exception as exc:
             record_turn_failure(engine, run_id, exc)  # the one runtime answer
-            return "turn-failed"
+            return TaskOutcome("turn-failed", wid)
         after_turn(engine, wid, node_name=ident.node_name)
-        return left or "driven"
+        return TaskOutcome(left or "driven", wid)
     finally:
         _leave(engine, run_id)
 
 
-def run_pickup(run_id: str, *, due_ms: int | None = None, **_: Any) -> str:
+def run_pickup(
+    run_id: str, *, due_ms: int | None = None, workflow_id: str = "", **_: Any
+) -> TaskOutcome:
     """The ``weft.pickup`` task body (any node): claim a pending run, drive it."""
     ident = identity()
     if ident is None:
         logger.error("weft.pickup ran outside a weft Celery node; ignored")
-        return "no-node"
+        return TaskOutcome("no-node", workflow_id)
     engine = pool_engine()
     db = engine.settings.database
     _begin_task(engine)
     try:
         run = WorkflowRun.objects.using(db).filter(pk=run_id).first()
         if run is None or run.status != "pending":
-            return "not-pending"
+            return TaskOutcome("not-pending", run.workflow_id if run is not None else workflow_id)
+        wid = run.workflow_id
         now = engine.now_ms()
         if run.start_at is not None and run.start_at > now:
             if run.start_at - now > EARLY_TIMER_MS:
-                return "not-due"
+                return TaskOutcome("not-due", wid)
             _wait_until_due(run.start_at, now)
         key = str(run.pk)
         if not state.driving.enter(key):
-            return "busy"
+            return TaskOutcome("busy", wid)
         try:
             if not engine.maintenance.pick_up(run):
-                return "lost-race"
+                return TaskOutcome("lost-race", wid)
             if not restamp_pickup(engine, run.pk):
-                return "busy"
+                return TaskOutcome("busy", wid)
             _log_wake("pickup", key, run.workflow_id, "-", "celery", due_ms, "")
             try:
                 left = engine.drive(run.pk, None)
             except Exception as exc:
                 record_turn_failure(engine, run.pk, exc)  # the one runtime answer
-                return "turn-failed"
+                return TaskOutcome("turn-failed", wid)
             after_turn(engine, run.workflow_id, node_name=ident.node_name)
-            return left or "driven"
+            return TaskOutcome(left or "driven", wid)
         finally:
             _leave(engine, key)
     finally:

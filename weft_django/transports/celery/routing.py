@@ -63,7 +63,7 @@ def route_wake(wake: Wake) -> None:
         eta = wake.start_at if wake.start_at is not None and wake.start_at > now else None
         if eta is not None and eta - now > settings.celery_eta_horizon_ms:
             return  # a far delayed start: the nodes' polling picks it up when due
-        send_pickup(wake.run_id, eta_ms=eta)
+        send_pickup(wake.run_id, eta_ms=eta, workflow_id=wake.workflow_id)
         return
     owner = owner_of_run(wake.using, wake.run_id)
     if owner is None or not owner.engine_id or owner.expires_at is None:
@@ -80,7 +80,16 @@ def route_wake(wake: Wake) -> None:
     )
     if not node:
         return  # a standalone engine: NOTIFY or polling wakes it
-    send_drive(DriveMessage(node, wake.run_id, wake.event, owner.engine_id, owner.epoch))
+    send_drive(
+        DriveMessage(
+            node,
+            wake.run_id,
+            wake.event,
+            owner.engine_id,
+            owner.epoch,
+            workflow_id=owner.workflow_id,
+        )
+    )
 
 
 class CeleryWakeBackend(WakeBackend):

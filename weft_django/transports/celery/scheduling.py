@@ -69,6 +69,7 @@ class MessageScheduler(TurnScheduler):
                 owner.engine_id,
                 owner.epoch,
                 via=self.via,
+                workflow_id=owner.workflow_id,
             )
         )
 
