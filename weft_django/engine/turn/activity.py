@@ -26,11 +26,6 @@ from weft_django.engine.activity_context import (
     AttemptControl,
     idempotency_key,
 )
-from weft_django.engine.activity_queues import (
-    activity_slot,
-    release_activity_slot,
-    wait_for_activity_slot,
-)
 from weft_django.engine.atomic import run_atomic
 from weft_django.engine.commands import RunActivity
 from weft_django.engine.definitions import ActivityDefinition, get_activity
@@ -39,6 +34,11 @@ from weft_django.engine.heartbeats import heartbeat_sink
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Leaf
 from weft_django.engine.store import RunInbox
+from weft_django.engine.turn.activity_queues import (
+    activity_slot,
+    release_activity_slot,
+    wait_for_activity_slot,
+)
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
 from weft_django.engine.turn.routed import expire_routed, start_routed
