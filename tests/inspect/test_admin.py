@@ -14,6 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.inspect.conftest import Populated
+from weft_django.engine import client
 from weft_django.models import (
     ClaimEvent,
     EngineRecord,
@@ -76,6 +77,8 @@ def test_every_changelist_and_change_page_renders(
     assert OwnershipModeMarker.objects.exists()
     # The store runs in workflow-lease mode; a lease row only to render its page.
     GlobalLease.objects.create(epoch=2, holder_id="lease-holder", expires_at=1_700_000_030_000)
+    # A schedule row only to render its pages (issue #16).
+    client.create_schedule("admin-sched", _latest(populated.done).name, every=3600, paused=True)
     pages = 0
     for model in models:
         response = admin_client.get(_url(model, "changelist"))
