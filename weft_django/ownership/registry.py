@@ -354,8 +354,10 @@ class ClaimRegistry:
             found = {wid: ClaimLoss(wid, epoch, "deposed") for wid, epoch in lost.items()}
         for wid in lost:
             loss = found[wid]
-            if loss.kind == "deposed":
-                self.cooldown.record_deposition(wid, now)
+            # Whoever ended the generation, this engine backs off one renew
+            # interval before it claims the run again: how a loss is reported
+            # (rotated or deposed) never changes when it is retaken.
+            self.cooldown.record_deposition(wid, now)
             if self.losses.add(loss):
                 report_loss(
                     loss, self.metrics, engine_id=self.engine_id, during="renewal", renewal=True
