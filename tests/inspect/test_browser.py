@@ -1,6 +1,7 @@
 """The admin in a real browser (SPEC §5, §8 "browser ... tests run once, on
 PostgreSQL"): headless Debian chromium renders the runs and holders
-changelists of a live server; the holders page is saved as a screenshot.
+changelists of a live server; the holders page is saved as a screenshot, and
+so are the schedules changelist and a run waiting for its queue (issue #16).
 
 Chromium is a test requirement, not an optional extra: ``scripts/setup``
 installs it, and this test fails (never skips) when it is missing.
@@ -15,17 +16,19 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.test import Client
+from django.test import Client, override_settings
 
 import tests.inspect.workflows  # noqa: F401  (registers the workflows)
 from tests.inspect.cdp import Chromium
 from tests.support import REPO_ROOT, ManualClock
 from weft_django.clock import wall_ms
 from weft_django.engine import Engine, client
-from weft_django.models import WorkflowRun
+from weft_django.inspection import format_ms
+from weft_django.models import Schedule, WorkflowRun
 
 ARTIFACT = REPO_ROOT / "artifacts" / "holders.png"
 DOCS_IMAGE = REPO_ROOT / "docs" / "img" / "holders.png"
@@ -153,3 +156,153 @@ def test_progress_page_follows_a_stream_with_event_source(live_server, django_us
             browser.close()
     finally:
         engine.dispose(grace=0)
+
+
+SCHEDULES_ARTIFACT = REPO_ROOT / "artifacts" / "schedules.png"
+SCHEDULES_DOCS_IMAGE = REPO_ROOT / "docs" / "img" / "admin-schedules.png"
+QUEUED_ARTIFACT = REPO_ROOT / "artifacts" / "queued-run.png"
+QUEUED_DOCS_IMAGE = REPO_ROOT / "docs" / "img" / "admin-queued-run.png"
+
+
+def publish_screenshot(artifact: Path, docs_image: Path) -> None:
+    """Copy an artifact to docs/img only when missing or on request
+    (WEFT_UPDATE_SCREENSHOTS=1), so an ordinary run leaves the tree clean."""
+    assert artifact.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if not docs_image.exists() or os.environ.get("WEFT_UPDATE_SCREENSHOTS") == "1":
+        docs_image.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(artifact, docs_image)
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_schedules_and_queues_admin_in_chromium(live_server, django_user_model) -> None:
+    """Issue #16's admin screens in chromium: the schedules changelist (next
+    fire, last tick, counts, paused, the pause/resume/trigger actions) after
+    real ticks on a manual clock, and a run waiting for a slot of a queue of
+    concurrency 1 (queue column and filter, the waiting reason)."""
+    executable = chromium_executable()
+    started = time.monotonic()
+    queues = {"exports": {"concurrency": 1}}
+    weft = {**getattr(settings, "WEFT", {}), "QUEUES": queues}
+    # A manual clock ten minutes behind the wall clock (whole seconds): two
+    # 5-minute steps bring it to now, so the dates on the page look real and
+    # the claims are live. Those ten minutes hold exactly one */10 cron tick.
+    start = (wall_ms() // 1000) * 1000 - 600_000
+    clock = ManualClock(start=start)
+    with override_settings(WEFT=weft):
+        engine = Engine(engine_id="worker-a:4101", clock=clock, background_tasks="manual").boot()
+        try:
+            client.create_schedule(
+                "digest-paris",
+                "inspect-quick",
+                {"digest": "daily"},
+                cron="*/10 * * * *",
+                timezone="Europe/Paris",
+            )
+            client.create_schedule(
+                "sync-inventory", "inspect-quick", {"sync": True}, every=300, overlap="allow"
+            )
+            client.create_schedule("purge-exports", "inspect-quick", None, every=3600)
+            client.pause_schedule("purge-exports")
+            engine.run_until_idle()
+            for _ in range(2):  # two ticks of sync-inventory, one of digest-paris
+                clock.advance(300_000)
+                engine.run_until_idle()
+            listed = {s["schedule_id"]: s for s in client.list_schedules()}
+            assert listed["sync-inventory"]["ticks"]["fired"] == 2, listed
+            assert listed["digest-paris"]["ticks"]["fired"] == 1, listed
+            assert listed["purge-exports"]["paused"], listed
+
+            # The queue: one run holds the only slot (parked on a signal), two wait.
+            for n in (1, 2, 3):
+                client.start(
+                    "inspect-waiter", {"export": n}, workflow_id=f"export-{n}", queue="exports"
+                )
+            engine.run_until_idle()
+            statuses = dict(
+                WorkflowRun.objects.filter(workflow_id__startswith="export-").values_list(
+                    "workflow_id", "status"
+                )
+            )
+            assert statuses == {
+                "export-1": "parked",
+                "export-2": "pending",
+                "export-3": "pending",
+            }, statuses
+            engine.heartbeat()
+
+            admin_user = django_user_model.objects.create_superuser("ops", "ops@example.com", "x")
+            session = Client()
+            session.force_login(admin_user)
+            cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
+
+            # 1600 px wide with the admin's nav sidebar collapsed: the schedules
+            # changelist has 12 columns, which overflow 1280 px.
+            browser = Chromium(executable, width=1600, height=720, timeout=120)
+            try:
+                browser.set_cookie(settings.SESSION_COOKIE_NAME, cookie, live_server.url)
+
+                browser.navigate(f"{live_server.url}/admin/")
+                browser.evaluate("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
+                browser.navigate(f"{live_server.url}/admin/weft/schedule/")
+                rows = {
+                    row.split("\t")[1].strip(): row
+                    for row in browser.evaluate(
+                        "Array.from(document.querySelectorAll('#result_list tbody tr'))"
+                        ".map(r => r.innerText)"
+                    )
+                }
+                assert set(rows) == set(listed), rows
+                for schedule_id in ("digest-paris", "sync-inventory"):
+                    assert listed[schedule_id]["next_fire_at"] in rows[schedule_id], rows
+                    last_tick = format_ms(Schedule.objects.get(pk=schedule_id).last_tick_ms)
+                    assert last_tick in rows[schedule_id], rows
+                assert "*/10 * * * *" in rows["digest-paris"]
+                assert "Europe/Paris" in rows["digest-paris"]
+                assert "every 300 s" in rows["sync-inventory"]
+                assert "\tpaused\t" in rows["purge-exports"], rows["purge-exports"]
+                actions = browser.evaluate(
+                    "Array.from(document.querySelectorAll('select[name=action] option'))"
+                    ".map(o => o.textContent)"
+                )
+                for action in (
+                    "Pause selected schedules",
+                    "Resume selected schedules",
+                    "Trigger selected schedules (one run now each)",
+                ):
+                    assert action in actions, actions
+                browser.screenshot(SCHEDULES_ARTIFACT)
+
+                browser.navigate(f"{live_server.url}/admin/weft/schedule/sync-inventory/change/")
+                detail = browser.evaluate("document.body.innerText")
+                assert "Last runs" in detail or "last runs" in detail.lower(), detail[:2000]
+                assert detail.count("sync-inventory@") == 2, detail[:4000]
+                browser.screenshot(SCHEDULES_ARTIFACT.with_name("schedule.png"))
+
+                browser.navigate(f"{live_server.url}/admin/weft/workflowrun/?queue=exports")
+                runs = browser.evaluate(
+                    "Array.from(document.querySelectorAll('#result_list tbody tr'))"
+                    ".map(r => r.innerText)"
+                )
+                assert len(runs) == 3, runs
+                for n in (1, 2, 3):
+                    assert any(f"export-{n}" in r and "\texports\t" in r for r in runs), runs
+                browser.screenshot(QUEUED_ARTIFACT.with_name("queue-runs.png"))
+
+                waiting = WorkflowRun.objects.get(workflow_id="export-2")
+                browser.navigate(f"{live_server.url}/admin/weft/workflowrun/{waiting.pk}/change/")
+                page = browser.evaluate("document.body.innerText")
+                assert "waiting for a slot of queue 'exports' (1/1 in use)" in page, page[:3000]
+                assert "exports" in page and "pending" in page
+                browser.screenshot(QUEUED_ARTIFACT)
+            finally:
+                browser.close()
+        finally:
+            engine.dispose(grace=0)
+
+    publish_screenshot(SCHEDULES_ARTIFACT, SCHEDULES_DOCS_IMAGE)
+    publish_screenshot(QUEUED_ARTIFACT, QUEUED_DOCS_IMAGE)
+    print(
+        f"schedules/queues browser check took {time.monotonic() - started:.1f} s; "
+        f"screenshots {SCHEDULES_ARTIFACT}, {QUEUED_ARTIFACT}"
+    )
