@@ -235,12 +235,16 @@ def test_warning_log_records_carry_only_allowed_fields(scenario: dict[str, Any])
     """The structured ``record.weft`` of every ownership warning: allowed keys,
     scalar values, and no value but ``workflow_id`` mentions any workflow."""
     structured = [r for r in scenario["records"] if hasattr(r, "weft")]
-    assert len(structured) >= 3
+    # Warnings shown once per process (an abandoned activity thread) appear here
+    # only when no earlier test of this process showed them: check them when
+    # present, count only the ownership ones.
+    assert len([r for r in structured if r.name == "weft_django.ownership"]) >= 3
     for record in structured:
-        assert record.name == "weft_django.ownership"
+        assert record.name.startswith("weft_django."), record.name
         payload: dict[str, Any] = record.weft  # type: ignore[attr-defined]
         assert set(payload) <= ALLOWED_LOG_FIELDS, set(payload) - ALLOWED_LOG_FIELDS
-        assert payload["workflow_id"] in WIDS.values()
+        if record.name == "weft_django.ownership":
+            assert payload["workflow_id"] in WIDS.values()
         for key, value in payload.items():
             assert value is None or isinstance(value, str | int), (key, value)
             if key != "workflow_id":
