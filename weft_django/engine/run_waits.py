@@ -17,7 +17,8 @@ nothing: the rows are shown, and nothing is invented.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Any, Literal, get_args
 
 from weft_django.clock import now_ms as clock_now_ms
 from weft_django.conf import get_settings
@@ -39,6 +40,9 @@ from weft_django.models import (
 WaitKind = Literal[
     "timer", "signal", "activity", "async_activity", "child", "update", "queue_slot", "event"
 ]
+
+#: Every wait kind, in the order of the ``Literal`` (the API's enum).
+WAIT_KINDS: tuple[str, ...] = get_args(WaitKind)
 
 #: Hex digits of a token's SHA-256 shown in place of the token (as the API's).
 TOKEN_HASH_PREFIX_LEN = 12
@@ -159,9 +163,7 @@ def waits_summary(waits: list[Wait]) -> str | None:
 
 
 def _iso(ms: int) -> str:
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-__all__ = ["TOKEN_HASH_PREFIX_LEN", "Wait", "WaitKind", "run_waits", "waits_summary"]
+__all__ = ["TOKEN_HASH_PREFIX_LEN", "WAIT_KINDS", "Wait", "WaitKind", "run_waits", "waits_summary"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from weft_django.engine.run_waits import WAIT_KINDS
 from weft_django.inspection import CLAIM_STATES, engine_counters
 from weft_django.models import (
     CLAIM_EVENT_KINDS,
@@ -69,12 +70,7 @@ class PendingAsyncSerializer(serializers.ModelSerializer):
 class WaitSerializer(serializers.Serializer):
     """One thing a run waits for (``engine.run_waits.Wait``); fields by ``kind``."""
 
-    kind = serializers.ChoiceField(
-        choices=[
-            "timer", "signal", "activity", "async_activity", "child", "update", "queue_slot",
-            "event",
-        ]
-    )
+    kind = serializers.ChoiceField(choices=list(WAIT_KINDS))
     text = serializers.CharField(help_text="The wait in words.")
     name = serializers.CharField(
         required=False,
