@@ -223,6 +223,8 @@ class WorkflowRun(models.Model):
         null=True, blank=True, help_text="end of the cancel grace, ms"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Moved by every write of the row: ``auto_now`` for ``save()``, and
+    # ``ownership.ops.stamped`` for the fenced batch's ``UPDATE`` of a run.
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -244,7 +246,11 @@ class WorkflowRun(models.Model):
                 name="weft_one_live_run_per_workflow_id",
             )
         ]
-        indexes = [models.Index(fields=["status", "wake_at"], name="weft_run_status_wake_idx")]
+        indexes = [
+            models.Index(fields=["status", "wake_at"], name="weft_run_status_wake_idx"),
+            # The API's ``?updated_after=`` / ``?updated_before=`` ("changed since").
+            models.Index(fields=["updated_at"], name="weft_run_updated_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.workflow_id} ({self.name}, {self.status})"

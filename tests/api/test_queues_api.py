@@ -38,7 +38,15 @@ def test_start_in_a_queue_and_the_waiting_reason(api: Any) -> None:
         assert detail["status"] == "pending"
         assert detail["concurrency_key"] == "tenant-1"
         assert detail["waiting_reason"] == "waiting for a slot of queue 'api-q' (1/1 in use)"
-        assert api.get(url("workflows/qa-1/")).json()["waiting_reason"] is None
+        assert detail["waits"] == [
+            {
+                "kind": "queue_slot",
+                "text": "waiting for a slot of queue 'api-q' (1/1 in use)",
+                "queue": "api-q",
+            }
+        ]
+        # qa-1 holds the slot and is parked on its signal: that is what it waits for now.
+        assert api.get(url("workflows/qa-1/")).json()["waiting_reason"] == "signal 'go'"
     finally:
         engine.dispose(grace=0)
 

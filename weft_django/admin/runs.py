@@ -8,20 +8,20 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from weft_django.clock import wall_ms
 from weft_django.engine import client
-from weft_django.engine.queues import waiting_reason
 from weft_django.errors import WeftError
 from weft_django.inspection import claim_state, format_age, format_ms
 from weft_django.models import ActivityHeartbeat, JournalEntry, Timer, WorkflowClaim, WorkflowRun
 
 from .base import ReadOnlyInline, WeftDatabaseMixin, actor, admin_link, db, json_text, pre_json
-from .timeline import claim_timeline, journal_timeline
+from .run_page import error_html, journal_html, journal_page, requested_page, waits_html
+from .timeline import claim_timeline
 
 RunAction = Callable[[str, str], Any]
 """``(workflow_id, actor)``: one client call of an admin action."""
@@ -125,7 +125,8 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
     search_fields = ("workflow_id", "idempotency_key")
     search_help_text = "workflow id or idempotency key"
     list_per_page = 50
-    inlines = (JournalEntryInline, TimerInline, ActivityHeartbeatInline)
+    # The journal is shown once, paged: the "Journal timeline" field (``run_page``).
+    inlines = (TimerInline, ActivityHeartbeatInline)
     actions = ("cancel_runs", "force_cancel_runs", "suspend_runs", "resume_runs", "retry_runs")
     readonly_fields = (
         "id",
@@ -147,6 +148,7 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
         "concurrency_key",
         "waiting_reason_text",
         "created_at",
+        "updated_at",
         "started_at",
         "finished_at",
         "age",
@@ -172,7 +174,7 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
                     ("cancel_requested_at", "cancel_reason", "cancel_deadline_text"),
                     ("queue", "priority", "concurrency_key"),
                     "waiting_reason_text",
-                    ("created_at", "started_at", "finished_at", "age"),
+                    ("created_at", "updated_at", "started_at", "finished_at", "age"),
                     ("start_at_text", "deadline_text"),
                 )
             },
@@ -221,9 +223,9 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
         link = admin_link("admin:weft_workflowclaim_change", claim.pk, "holder")
         return format_html("{} ({})", claim_state(claim, wall_ms()), link)
 
-    @admin.display(description="waiting")
-    def waiting_reason_text(self, run: WorkflowRun) -> str:
-        return waiting_reason(run) or "-"
+    @admin.display(description="waits for")
+    def waiting_reason_text(self, run: WorkflowRun) -> SafeString:
+        return waits_html(run)
 
     @admin.display(description="start at")
     def start_at_text(self, run: WorkflowRun) -> str:
@@ -251,7 +253,7 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
 
     @admin.display(description="error")
     def error_pretty(self, run: WorkflowRun) -> SafeString:
-        return pre_json(run.error)
+        return error_html(run.error)
 
     @admin.display(description="claim events")
     def claim_timeline(self, run: WorkflowRun) -> str:
@@ -259,7 +261,21 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
 
     @admin.display(description="journal (with claim events)")
     def journal_timeline(self, run: WorkflowRun) -> str:
-        return journal_timeline(run)
+        return journal_html(run)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # One journal page per request (``?journal_page=``): the page stays bounded.
+        with journal_page(requested_page(request)):
+            response = super().change_view(request, object_id, form_url, extra_context)
+            if hasattr(response, "render"):
+                response.render()  # inside the block: the fields render now
+            return response
 
     # -- actions (through client, per-run errors as messages) --
     def _apply(

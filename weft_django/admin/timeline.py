@@ -20,6 +20,12 @@ from .base import db, json_text
 #: The claim timeline and the journal timeline show at most this many rows.
 TIMELINE_LIMIT = 500
 
+#: Journal entries on one page of the run page's journal timeline.
+JOURNAL_PAGE_SIZE = 200
+
+#: The run page's query parameter naming the journal page (1-based).
+JOURNAL_PAGE_PARAM = "journal_page"
+
 #: At equal times a claim is taken before, and released after, the journal
 #: writes of the same commit.
 _TAKES = frozenset({ClaimEventKind.ACQUIRE, ClaimEventKind.TAKEOVER})
@@ -53,10 +59,20 @@ def claim_timeline(workflow_id: str) -> str:
     )
 
 
-def journal_timeline(run: WorkflowRun) -> str:
-    """The run's journal with its workflow id's claim events, interleaved by time."""
-    entries = list(run.journal.order_by("position")[:TIMELINE_LIMIT])
-    total = run.journal.count()
+def journal_timeline(run: WorkflowRun, page: int = 1) -> str:
+    """One page (``JOURNAL_PAGE_SIZE`` entries, by position) of the run's journal,
+    with its workflow id's claim events of that stretch of time interleaved.
+
+    Bounded: a page reads at most ``JOURNAL_PAGE_SIZE`` entries and
+    ``TIMELINE_LIMIT`` claim events whatever the run's length, so the run
+    page's size and time do not grow with its history (issue #19).
+    """
+    journal = run.journal.order_by("position")
+    total = journal.count()
+    pages = max(1, -(-total // JOURNAL_PAGE_SIZE))
+    page = min(max(1, page), pages)
+    offset = (page - 1) * JOURNAL_PAGE_SIZE
+    entries = list(journal[offset : offset + JOURNAL_PAGE_SIZE])
     items: list[dict[str, Any]] = [
         {
             "at_ms": e.at_ms,
@@ -72,6 +88,11 @@ def journal_timeline(run: WorkflowRun) -> str:
         }
         for e in entries
     ]
+    events = ClaimEvent.objects.using(db()).filter(workflow_id=run.workflow_id)
+    if entries and page > 1:
+        events = events.filter(at_ms__gte=entries[0].at_ms)
+    if entries and page < pages:
+        events = events.filter(at_ms__lte=entries[-1].at_ms)
     items.extend(
         {
             "at_ms": ev.at_ms,
@@ -82,7 +103,7 @@ def journal_timeline(run: WorkflowRun) -> str:
             "epoch": ev.epoch,
             "reason": ev.reason,
         }
-        for ev in _last_events(run.workflow_id)
+        for ev in reversed(events.order_by("-id")[:TIMELINE_LIMIT])
     )
     items.sort(key=lambda item: item["sort"])
     start = items[0]["at_ms"] if items else 0
@@ -96,8 +117,25 @@ def journal_timeline(run: WorkflowRun) -> str:
             previous_writer = writer
     return render_to_string(
         "admin/weft/includes/journal_timeline.html",
-        {"items": items, "total": total, "shown": len(entries)},
+        {
+            "items": items,
+            "total": total,
+            "shown": len(entries),
+            "first": offset,
+            "last": offset + len(entries) - 1,
+            "page": page,
+            "pages": pages,
+            "previous_page": page - 1 if page > 1 else None,
+            "next_page": page + 1 if page < pages else None,
+            "param": JOURNAL_PAGE_PARAM,
+        },
     )
 
 
-__all__ = ["TIMELINE_LIMIT", "claim_timeline", "journal_timeline"]
+__all__ = [
+    "JOURNAL_PAGE_PARAM",
+    "JOURNAL_PAGE_SIZE",
+    "TIMELINE_LIMIT",
+    "claim_timeline",
+    "journal_timeline",
+]

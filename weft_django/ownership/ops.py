@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from django.db import IntegrityError, models
+from django.utils import timezone
 
 from weft_django.db.single_row import insert_row, update_by_pk
 from weft_django.models import GlobalLease, WorkflowClaim, WorkflowRun
@@ -187,8 +188,25 @@ class Update:
     values: dict[str, Any]
 
     def apply(self, using: str) -> None:
-        if not update_by_pk(self.model, self.filters, self.values, using):
-            self.model._default_manager.using(using).filter(**self.filters).update(**self.values)
+        values = stamped(self.model, self.values)
+        if not update_by_pk(self.model, self.filters, values, using):
+            self.model._default_manager.using(using).filter(**self.filters).update(**values)
+
+
+def stamped(model: type[models.Model], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with ``updated_at`` set when they write a ``WorkflowRun``.
+
+    Invariant: every write of a run row moves its ``updated_at`` (the API's
+    ``?updated_after=``). Every run write is an ``Update`` of a fenced batch,
+    so setting the column here puts it in that same ``UPDATE`` -- no extra
+    statement, and no writer can forget it. ``auto_now`` alone would not do:
+    it applies to ``save()``, never to ``QuerySet.update()``. The wall clock,
+    as for ``started_at`` / ``finished_at``: an engine's injected clock is a
+    protocol time base (ms), not the time a row changed.
+    """
+    if model is not WorkflowRun or "updated_at" in values:
+        return values
+    return {**values, "updated_at": timezone.now()}
 
 
 @dataclass(frozen=True)

@@ -193,10 +193,39 @@ class FailAsyncSerializer(serializers.Serializer):
         return value
 
 
+class ISODateTimeParam(serializers.DateTimeField):
+    """An ISO 8601 datetime query parameter; a bad one is refused naming the value
+    (DRF's own message lists formats, not what the client sent)."""
+
+    def to_internal_value(self, value: Any) -> Any:
+        try:
+            return super().to_internal_value(value)
+        except serializers.ValidationError:
+            raise serializers.ValidationError(
+                f"{value!r} is not an ISO 8601 datetime (e.g. 2026-01-31T12:00:00Z)",
+                code="invalid",
+            ) from None
+
+
 class WorkflowListParams(serializers.Serializer):
     status = serializers.ChoiceField(choices=list(RUN_STATUSES), required=False)
     name = StrictCharField(required=False, max_length=200)
     workflow_id = StrictCharField(required=False, max_length=200)
+    updated_after = ISODateTimeParam(required=False)
+    updated_before = ISODateTimeParam(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        after, before = attrs.get("updated_after"), attrs.get("updated_before")
+        if after is not None and before is not None and after >= before:
+            raise serializers.ValidationError(
+                {
+                    "updated_before": [
+                        f"updated_before ({before.isoformat()}) must be later than "
+                        f"updated_after ({after.isoformat()})"
+                    ]
+                }
+            )
+        return attrs
 
 
 class RunParams(serializers.Serializer):

@@ -15,6 +15,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from weft_django.engine.run_waits import WAIT_KINDS
 from weft_django.inspection import CLAIM_STATES, engine_counters
 from weft_django.models import (
     CLAIM_EVENT_KINDS,
@@ -64,6 +65,36 @@ class PendingAsyncSerializer(serializers.ModelSerializer):
     class Meta:
         model = AsyncActivity
         fields = ("token_hash_prefix", "target", "position", "created_at")
+
+
+class WaitSerializer(serializers.Serializer):
+    """One thing a run waits for (``engine.run_waits.Wait``); fields by ``kind``."""
+
+    kind = serializers.ChoiceField(choices=list(WAIT_KINDS))
+    text = serializers.CharField(help_text="The wait in words.")
+    name = serializers.CharField(
+        required=False,
+        help_text="signal, activity, async_activity, update: its name; child: its type.",
+    )
+    position = serializers.IntegerField(
+        required=False, allow_null=True, help_text="The journal position of the command."
+    )
+    due_at = serializers.IntegerField(required=False, help_text="timer: when it is due, ms.")
+    timer_kind = serializers.CharField(required=False, help_text="timer: sleep, timeout, ...")
+    timeout_ms = serializers.IntegerField(
+        required=False, allow_null=True, help_text="signal: the wait's timeout, ms."
+    )
+    token_hash_prefix = serializers.CharField(
+        required=False, help_text="async_activity: the token's hash prefix (never the token)."
+    )
+    workflow_id = serializers.CharField(required=False, help_text="child: its workflow id.")
+    run_id = serializers.UUIDField(required=False, help_text="child: its run id.")
+    status = serializers.CharField(required=False, help_text="child: its status.")
+    update_id = serializers.CharField(required=False, help_text="update: its id.")
+    queue = serializers.CharField(required=False, help_text="queue_slot: the queue.")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return dict(instance)
 
 
 class ActivityHeartbeatSerializer(serializers.ModelSerializer):
@@ -146,8 +177,12 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
     concurrency_key = serializers.CharField(allow_null=True)
     waiting_reason = serializers.CharField(
         allow_null=True,
-        help_text="Why a pending run of a queue waits (a full queue, its key's limit, the "
-        "rate), or null.",
+        help_text="What the run waits for, in words (a queue slot, a timer, a signal, an "
+        "async activity, a child, an update), or null. `waits` has the same as objects.",
+    )
+    waits = WaitSerializer(
+        many=True,
+        help_text="What the run waits for, one object per wait (empty for an ended run).",
     )
     pending_async_token = PendingAsyncSerializer(
         allow_null=True,
@@ -184,6 +219,7 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
             "priority",
             "concurrency_key",
             "waiting_reason",
+            "waits",
             "pending_async_token",
             "pending_async_activities",
             "heartbeats",

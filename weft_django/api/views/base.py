@@ -37,7 +37,7 @@ from weft_django.api.permissions import api_permissions
 from weft_django.api.serializers import WorkflowDetailSerializer
 from weft_django.conf import get_settings
 from weft_django.engine import client
-from weft_django.engine.queues import waiting_reason
+from weft_django.engine.run_waits import run_waits, waits_summary
 from weft_django.errors import WeftError, WorkflowNotFound
 from weft_django.models import ActivityHeartbeat, AsyncActivity, AsyncStatus, WorkflowRun
 
@@ -97,6 +97,7 @@ def detail_response(run: WorkflowRun, status: int = 200, **kwargs: Any) -> Respo
     them: lists never read the relation).
     """
     ownership = client.ownership_status(run.workflow_id)
+    waits = run_waits(run)
     holder = ownership["holder"]
     pending = list(
         AsyncActivity.objects.using(db())
@@ -112,7 +113,8 @@ def detail_response(run: WorkflowRun, status: int = 200, **kwargs: Any) -> Respo
         "owner": {**holder, "expired": ownership["expired"]} if holder is not None else None,
         "pending_async_activities": pending,
         "pending_async_token": pending[0] if pending else None,
-        "waiting_reason": waiting_reason(run),
+        "waiting_reason": waits_summary(waits),
+        "waits": [w.as_dict() for w in waits],
     }
     for name, value in extra.items():
         setattr(run, name, value)

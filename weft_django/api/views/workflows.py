@@ -43,11 +43,28 @@ class WorkflowListView(WeftAPIView):
         operation_id="weft_workflows_list",
         tags=WORKFLOW_TAG,
         summary="List workflow runs",
-        description="Every run, newest first (older runs of a workflow id included).",
+        description="Every run, newest first (older runs of a workflow id included); "
+        "runs created at the same instant are ordered by run id, so pages are stable. "
+        "`updated_after` / `updated_before` list the runs changed in a window: every "
+        "state change of a run (start, park, wake, signal, end, cancel, suspend, "
+        "resume, retry, timeout) moves its `updated_at`.",
         parameters=[
             OpenApiParameter("status", OpenApiTypes.STR, enum=list(RUN_STATUSES)),
             OpenApiParameter("name", OpenApiTypes.STR, description="Workflow type name."),
             OpenApiParameter("workflow_id", OpenApiTypes.STR),
+            OpenApiParameter(
+                "updated_after",
+                OpenApiTypes.DATETIME,
+                description="Only runs whose `updated_at` is strictly later than this ISO 8601 "
+                "datetime (a value without an offset is read in the server's time zone). "
+                "A value that is not a datetime is a 400.",
+            ),
+            OpenApiParameter(
+                "updated_before",
+                OpenApiTypes.DATETIME,
+                description="Only runs whose `updated_at` is strictly earlier than this ISO "
+                "8601 datetime; with `updated_after`, it must be the later of the two.",
+            ),
         ],
         responses={
             200: WorkflowSummarySerializer(many=True),
@@ -62,6 +79,10 @@ class WorkflowListView(WeftAPIView):
         filters = {
             k: params[k] for k in ("status", "name", "workflow_id") if params.get(k) is not None
         }
+        if params.get("updated_after") is not None:
+            filters["updated_at__gt"] = params["updated_after"]
+        if params.get("updated_before") is not None:
+            filters["updated_at__lt"] = params["updated_before"]
         return self.page(runs.filter(**filters), WorkflowSummarySerializer)
 
     @extend_schema(
