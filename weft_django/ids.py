@@ -18,6 +18,9 @@ WORKFLOW_ID_HELP: Final = "[A-Za-z0-9._:@-]{1,200}"
 TOKEN_CHARS: Final = r"[A-Za-z0-9._~-]{1,512}"
 """The async-activity token grammar as it may appear in a URL path."""
 TOKEN_RE: Final = re.compile(rf"^{TOKEN_CHARS}$")
+TOKEN_HASH_PREFIX_LEN: Final = 12
+"""Hex digits of a token's SHA-256 the API and the admin show (and logs) in place
+of the token, which is never stored."""
 
 
 def is_workflow_id(value: object) -> bool:
@@ -34,6 +37,7 @@ def validate_workflow_id(value: object) -> str:
 
 __all__ = [
     "TOKEN_CHARS",
+    "TOKEN_HASH_PREFIX_LEN",
     "TOKEN_RE",
     "WORKFLOW_ID_CHARS",
     "WORKFLOW_ID_HELP",

@@ -35,7 +35,7 @@ def test_force_cancel_ends_a_run_cleaning_up(populated: Populated, admin_client:
     assert response.status_code == 200
     run = _latest(populated.waiter)
     assert run.status == "cancelled"
-    assert "Force cancelled: " + populated.waiter in " | ".join(
+    assert f"Force cancelled 1 run ({populated.waiter})." in " | ".join(
         m.message for m in response.context["messages"]
     )
 

@@ -84,7 +84,7 @@ def test_admin_pages_render_in_chromium(live_server, django_user_model) -> None:
                 assert workflow_id in runs
             assert "worker-a:4101" in runs  # the owner engine column
 
-            holders = browser.navigate(f"{live_server.url}/admin/weft/workflowclaim/")
+            holders = browser.navigate(f"{live_server.url}/admin/weft/workflowclaim/?state=all")
             assert "Holders" in holders or "holder" in holders
             for engine_id in ("worker-a:4101", "worker-b:4102", "worker-old:3999"):
                 assert engine_id in holders

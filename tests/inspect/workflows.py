@@ -44,3 +44,18 @@ def inspect_failing(ctx: Any, data: Any) -> Any:
 @workflow(name="inspect-quick")
 def inspect_quick(ctx: Any, data: Any) -> Any:
     return (yield ctx.run(inspect_echo, data))
+
+
+ASYNC_TOKENS: list[str] = []
+"""Tokens ``inspect_hand_out`` was given, in order (the admin tests settle by row)."""
+
+
+@activity()
+def inspect_hand_out(token: str, value: Any) -> None:
+    ASYNC_TOKENS.append(token)
+
+
+@workflow(name="inspect-async")
+def inspect_async(ctx: Any, data: Any) -> Any:
+    got = yield ctx.async_activity(inspect_hand_out, data)
+    return {"got": got}

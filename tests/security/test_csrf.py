@@ -36,6 +36,7 @@ from tests.security.test_endpoint_matrix import (
 )
 from weft_django.engine import client
 from weft_django.models import (
+    AsyncActivity,
     Schedule,
     SignalMessage,
     UpdateRequest,
@@ -197,6 +198,25 @@ def _claim_epoch() -> int:
     return WorkflowClaim.objects.get(pk=WID).epoch
 
 
+def _awaiting_async(env: Any) -> None:
+    client.start("sec-async", {"n": 1}, workflow_id=WID)
+    env.run_until_idle()
+    assert AsyncActivity.objects.get().status == "pending"
+
+
+def _async() -> str:
+    return AsyncActivity.objects.get().status
+
+
+#: What an action's own form page asks for, posted with ``post=yes``.
+ADMIN_ACTION_FORMS: dict[str, dict[str, str]] = {
+    "complete_async_activities": {"result": '{"ok": true}'},
+    "fail_async_activities": {"message": "declined"},
+}
+#: The changelist filter that shows the prepared row (Holders default to live claims,
+#: and the test environment's fake clock makes its claims expired).
+ADMIN_LIST_FILTERS: dict[str, str] = {"workflowclaim": "?state=all"}
+
 #: Admin action -> (model, state it needs, selected pk, how to see it worked).
 ADMIN_ACTIONS: dict[str, tuple[str, Callable[[Any], None], Callable[[], bool]]] = {
     "cancel_runs": ("workflowrun", _pending, lambda: _status() == "cancelled"),
@@ -209,6 +229,12 @@ ADMIN_ACTIONS: dict[str, tuple[str, Callable[[Any], None], Callable[[], bool]]] 
         _parked_with_claim,
         lambda: WorkflowClaim.objects.get(pk=WID).engine_id is None,
     ),
+    "complete_async_activities": (
+        "asyncactivity",
+        _awaiting_async,
+        lambda: _async() == "completed",
+    ),
+    "fail_async_activities": ("asyncactivity", _awaiting_async, lambda: _async() == "failed"),
     "pause_schedules": ("schedule", _scheduled, lambda: Schedule.objects.get().paused),
     "resume_schedules": ("schedule", _scheduled, lambda: Schedule.objects.get().version == 2),
     "trigger_schedules": (
@@ -241,10 +267,18 @@ def test_admin_action_needs_the_csrf_token(superuser: Any, weft_env: Any, action
     model, prepare, done = ADMIN_ACTIONS[action]
     prepare(weft_env)
     pks = {"workflowclaim": WID, "schedule": "sec-sched"}
+    if model == "asyncactivity":
+        pks[model] = AsyncActivity.objects.get().pk
     pk = pks[model] if model in pks else str(WorkflowRun.objects.get().pk)
     browser, token = _browser(superuser)
-    url = reverse(f"admin:weft_{model}_changelist")
-    form = {"action": action, "_selected_action": [pk], "index": "0", "post": "yes"}
+    url = reverse(f"admin:weft_{model}_changelist") + ADMIN_LIST_FILTERS.get(model, "")
+    form = {
+        "action": action,
+        "_selected_action": [pk],
+        "index": "0",
+        "post": "yes",
+        **ADMIN_ACTION_FORMS.get(action, {}),
+    }
     before = _snapshot()
     for extra in ({}, {"csrfmiddlewaretoken": "x" * 32}):
         refused = browser.post(url, {**form, **extra})

@@ -4,9 +4,13 @@ Why read-mostly: every row belongs to the fenced claim protocol or to a run
 an engine may be driving right now, so nothing is added, changed or deleted
 through a form (``base``); the only writes are the actions, and each goes
 through ``weft_django.engine.client`` (cancel, suspend, resume, retry, force
-release), which fences, rotates and notifies exactly as the API and the CLI
-do. One module per resource: ``runs``, ``claims``, ``engines``,
-``singletons``; ``timeline`` renders the journal and claim timelines.
+release, settling an async activity), which fences, rotates and notifies
+exactly as the API and the CLI do. Each action says what it did in one
+summary message and leaves a ``LogEntry`` per object (``reporting``); the
+changelists an action works from search by exact id (``search``). One
+module per resource: ``runs``, ``claims``, ``engines``, ``singletons``,
+``schedules``, ``signals``, ``async_activities``; ``timeline`` renders the
+journal and claim timelines.
 
 Claim and heartbeat timestamps are engine-clock milliseconds; "expires in",
 "alive" and "heartbeat age" judge them against this process's wall clock
@@ -17,20 +21,27 @@ Prometheus collector use.
 
 from __future__ import annotations
 
+from .async_activities import AsyncActivityAdmin
 from .base import ReadOnlyAdmin, ReadOnlyInline, WeftDatabaseMixin
 from .claims import ClaimStateFilter, HolderAdmin
 from .engines import EngineAliveFilter, EngineRecordAdmin
+from .reporting import ActionReport
 from .runs import JournalEntryInline, TimerInline, WorkflowRunAdmin
 from .schedules import ScheduleAdmin
+from .search import ExactSearchMixin
+from .signals import SignalMessageAdmin, SignalStateFilter
 from .singletons import ClaimEventAdmin, GlobalLeaseAdmin, OwnershipModeMarkerAdmin
 from .timeline import TIMELINE_LIMIT
 
 __all__ = [
     "TIMELINE_LIMIT",
+    "ActionReport",
+    "AsyncActivityAdmin",
     "ClaimEventAdmin",
     "ClaimStateFilter",
     "EngineAliveFilter",
     "EngineRecordAdmin",
+    "ExactSearchMixin",
     "GlobalLeaseAdmin",
     "HolderAdmin",
     "JournalEntryInline",
@@ -38,6 +49,8 @@ __all__ = [
     "ReadOnlyAdmin",
     "ReadOnlyInline",
     "ScheduleAdmin",
+    "SignalMessageAdmin",
+    "SignalStateFilter",
     "TimerInline",
     "WeftDatabaseMixin",
     "WorkflowRunAdmin",

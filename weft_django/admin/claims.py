@@ -7,10 +7,12 @@ wall clock.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -33,19 +35,39 @@ from weft_django.inspection import (
 from weft_django.models import WorkflowClaim, WorkflowRun
 
 from .base import ReadOnlyAdmin, actor, db
+from .reporting import ActionReport, refusal_reason
+from .search import EXACT_SEARCH_HELP, ExactSearchMixin
 from .timeline import claim_timeline
 
 _STATE_COLOURS = {"live": "#2e7d32", "expired": "#ba2121", "released": "#666"}
 
 
 class ClaimStateFilter(admin.SimpleListFilter):
-    """live / expired / released (``WorkflowClaim.objects.live/expired/released``)."""
+    """live / expired / released / all (``WorkflowClaim.objects.live/expired/released``).
+
+    Defaults to ``live``: the Holders page answers "who owns what now"; a
+    store keeps a released claim row for every workflow id it ever ran, and
+    those would bury the live ones. ``all`` is an explicit choice.
+    """
 
     title = "state"
     parameter_name = "state"
+    default = "live"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(state, state) for state in CLAIM_STATES]
+        return [(state, state) for state in CLAIM_STATES] + [("all", "all")]
+
+    def value(self) -> str:
+        return super().value() or self.default  # type: ignore[no-any-return]
+
+    def choices(self, changelist: Any) -> Iterator[Any]:
+        # No "All" entry that clears the parameter: cleared means the default.
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": self.value() == str(lookup),
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
         now, grace = wall_ms(), takeover_grace_ms()
@@ -55,17 +77,22 @@ class ClaimStateFilter(admin.SimpleListFilter):
             return queryset.expired(now, grace)  # type: ignore[attr-defined,no-any-return]
         if self.value() == "live":
             return queryset.live(now, grace)  # type: ignore[attr-defined,no-any-return]
-        return queryset
+        if self.value() == "all":
+            return queryset
+        raise IncorrectLookupParameters(f"state {self.value()!r} is not one of {self._names()}")
+
+    def _names(self) -> str:
+        return ", ".join(str(lookup) for lookup, _title in self.lookup_choices)
 
 
 @admin.register(WorkflowClaim)
-class HolderAdmin(ReadOnlyAdmin):
+class HolderAdmin(ExactSearchMixin, ReadOnlyAdmin):
     """Claims as "Holders": read-only, plus "force release" (a rotation, confirmed)."""
 
     list_display = ("workflow_id", "engine_id", "epoch", "claimed", "expires_in", "state")
     list_filter = (ClaimStateFilter,)
     search_fields = ("workflow_id", "engine_id")
-    search_help_text = "workflow id or engine id"
+    search_help_text = f"workflow id or engine id, {EXACT_SEARCH_HELP}"
     ordering = ("workflow_id",)
     list_per_page = 100
     actions = ("force_release",)
@@ -132,17 +159,15 @@ class HolderAdmin(ReadOnlyAdmin):
             return None
         if request.POST.get("post") == "yes":
             who = actor(request)
+            report = ActionReport("force released", "holder")
             for claim in queryset:
                 try:
                     epoch = client.force_release(claim.workflow_id, actor=who)
                 except WeftError as exc:
-                    messages.error(request, f"{claim.workflow_id}: {exc}")
+                    report.refuse(refusal_reason(exc), claim.workflow_id)
                 else:
-                    messages.success(
-                        request,
-                        f"{claim.workflow_id}: rotated epoch {claim.epoch} → {epoch}; "
-                        f"{claim.engine_id or 'no holder'} no longer owns it.",
-                    )
+                    report.ok(claim, f"{claim.workflow_id}: epoch {claim.epoch} → {epoch}")
+            report.send(request, "force_release")
             return None
         now = wall_ms()
         claims = [

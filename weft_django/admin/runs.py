@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -20,7 +20,9 @@ from weft_django.inspection import claim_state, format_age, format_ms
 from weft_django.models import ActivityHeartbeat, JournalEntry, Timer, WorkflowClaim, WorkflowRun
 
 from .base import ReadOnlyInline, WeftDatabaseMixin, actor, admin_link, db, json_text, pre_json
+from .reporting import ActionReport, refusal_reason
 from .run_page import error_html, journal_html, journal_page, requested_page, waits_html
+from .search import EXACT_SEARCH_HELP, ExactSearchMixin
 from .timeline import claim_timeline
 
 RunAction = Callable[[str, str], Any]
@@ -107,7 +109,7 @@ class CancelRequestedFilter(admin.SimpleListFilter):
 
 
 @admin.register(WorkflowRun)
-class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
+class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
     """Runs with their owner, journal, timers, activity progress and claim history;
     actions via ``client``."""
 
@@ -123,7 +125,7 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
     )
     list_filter = ("status", CancelRequestedFilter, "name", "queue")
     search_fields = ("workflow_id", "idempotency_key")
-    search_help_text = "workflow id or idempotency key"
+    search_help_text = f"workflow id or idempotency key, {EXACT_SEARCH_HELP}"
     list_per_page = 50
     # The journal is shown once, paged: the "Journal timeline" field (``run_page``).
     inlines = (TimerInline, ActivityHeartbeatInline)
@@ -277,34 +279,34 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
                 response.render()  # inside the block: the fields render now
             return response
 
-    # -- actions (through client, per-run errors as messages) --
+    # -- actions (through client; one summary message, a LogEntry per run acted on) --
     def _apply(
-        self, request: HttpRequest, queryset: QuerySet[WorkflowRun], verb: str, action: RunAction
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[WorkflowRun],
+        verb: str,
+        action: RunAction,
+        name: str,
     ) -> None:
-        done: list[str] = []
+        report = ActionReport(verb, "run")
         seen: set[str] = set()
         runs = WorkflowRun.objects.using(db()).only("pk")
-        for run in queryset.only("pk", "workflow_id", "status"):
+        for run in queryset.only("pk", "workflow_id", "name", "status"):
             if run.workflow_id in seen:
                 continue
             seen.add(run.workflow_id)
             latest = runs.latest_for(run.workflow_id)
             if latest is not None and latest.pk != run.pk:
-                messages.error(
-                    request,
-                    f"{run.workflow_id}: run {run.pk} is not the latest run of this workflow "
-                    f"id; {verb} acts on the latest run only.",
-                )
+                # The client acts on a workflow id's latest run only.
+                report.refuse("not the latest run of their workflow id", run.workflow_id)
                 continue
             try:
                 action(run.workflow_id, actor(request))
             except WeftError as exc:
-                messages.error(request, f"{run.workflow_id}: {exc}")
+                report.refuse(refusal_reason(exc), run.workflow_id)
             else:
-                done.append(run.workflow_id)
-        if done:
-            shown = ", ".join(done[:10]) + (f" and {len(done) - 10} more" if len(done) > 10 else "")
-            messages.success(request, f"{verb.capitalize()}: {shown}.")
+                report.ok(run, run.workflow_id)
+        report.send(request, name)
 
     @admin.action(
         description="Cancel selected runs (rotates their claims; the workflow's cancel_grace "
@@ -317,6 +319,7 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
             queryset,
             "cancelled",
             lambda wid, who: client.cancel(wid, f"cancelled by {who}", actor=who),
+            "cancel_runs",
         )
 
     @admin.action(
@@ -329,6 +332,7 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
             queryset,
             "force cancelled",
             lambda wid, who: client.cancel(wid, f"force cancelled by {who}", force=True, actor=who),
+            "force_cancel_runs",
         )
 
     @admin.action(
@@ -340,15 +344,18 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
             queryset,
             "suspended",
             lambda wid, who: client.suspend(wid, f"suspended by {who}", actor=who),
+            "suspend_runs",
         )
 
     @admin.action(description="Resume selected suspended runs", permissions=["change"])
     def resume_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
-        self._apply(request, queryset, "resumed", lambda wid, who: client.resume(wid))
+        self._apply(
+            request, queryset, "resumed", lambda wid, who: client.resume(wid), "resume_runs"
+        )
 
     @admin.action(description="Retry selected failed or timed-out runs", permissions=["change"])
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
-        self._apply(request, queryset, "retried", lambda wid, who: client.retry(wid))
+        self._apply(request, queryset, "retried", lambda wid, who: client.retry(wid), "retry_runs")
 
 
 __all__ = [

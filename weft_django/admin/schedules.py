@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
@@ -25,6 +25,7 @@ from weft_django.inspection import format_ms
 from weft_django.models import Schedule
 
 from .base import WeftDatabaseMixin, admin_link, pre_json
+from .reporting import ActionReport, refusal_reason
 
 
 @admin.register(Schedule)
@@ -135,38 +136,38 @@ class ScheduleAdmin(WeftDatabaseMixin, admin.ModelAdmin):
             ),
         )
 
-    # -- actions (through client, per-schedule errors as messages) --
+    # -- actions (through client; one summary message, a LogEntry per schedule) --
     def _apply(
         self,
         request: HttpRequest,
         queryset: QuerySet[Schedule],
         verb: str,
         action: Callable[[str], Any],
+        name: str,
     ) -> None:
-        done: list[str] = []
-        for row in queryset.only("schedule_id"):
+        report = ActionReport(verb, "schedule")
+        for row in queryset.only("schedule_id", "workflow"):
             try:
                 action(row.schedule_id)
             except WeftError as exc:
-                messages.error(request, f"{row.schedule_id}: {exc}")
+                report.refuse(refusal_reason(exc), row.schedule_id)
             else:
-                done.append(row.schedule_id)
-        if done:
-            messages.success(request, f"{verb.capitalize()}: {', '.join(done[:10])}.")
+                report.ok(row, row.schedule_id)
+        report.send(request, name)
 
     @admin.action(description="Pause selected schedules", permissions=["change"])
     def pause_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        self._apply(request, queryset, "paused", client.pause_schedule)
+        self._apply(request, queryset, "paused", client.pause_schedule, "pause_schedules")
 
     @admin.action(description="Resume selected schedules", permissions=["change"])
     def resume_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        self._apply(request, queryset, "resumed", client.resume_schedule)
+        self._apply(request, queryset, "resumed", client.resume_schedule, "resume_schedules")
 
     @admin.action(
         description="Trigger selected schedules (one run now each)", permissions=["change"]
     )
     def trigger_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        self._apply(request, queryset, "triggered", client.trigger_schedule)
+        self._apply(request, queryset, "triggered", client.trigger_schedule, "trigger_schedules")
 
 
 __all__ = ["ScheduleAdmin"]

@@ -8,6 +8,7 @@ from weft_django.inspection import format_ms
 from weft_django.models import ClaimEvent, GlobalLease, OwnershipModeMarker
 
 from .base import ReadOnlyAdmin
+from .search import EXACT_SEARCH_HELP, ExactSearchMixin
 
 
 @admin.register(OwnershipModeMarker)
@@ -37,12 +38,13 @@ class GlobalLeaseAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ClaimEvent)
-class ClaimEventAdmin(ReadOnlyAdmin):
+class ClaimEventAdmin(ExactSearchMixin, ReadOnlyAdmin):
     """The append-only claim history across every workflow."""
 
     list_display = ("id", "workflow_id", "kind", "epoch", "engine_id", "at", "reason")
     list_filter = ("kind",)
     search_fields = ("workflow_id", "engine_id")
+    search_help_text = f"workflow id or engine id, {EXACT_SEARCH_HELP}"
     ordering = ("-id",)
     list_per_page = 100
     fields = (

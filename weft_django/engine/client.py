@@ -287,6 +287,22 @@ def complete_async_activity(token: str, result: Any = None) -> None:
 
 
 def fail_async_activity(token: str, error: Any = "failed") -> None:
+    operations.settle_async(token, error=_async_error_record(error))
+
+
+def complete_async_activity_by_hash(token_hash: str, result: Any = None) -> None:
+    """``complete_async_activity`` naming the row by its stored SHA-256 (the admin's
+    staff action: the raw token is never stored)."""
+    operations.settle_async_hash(token_hash, result=normalize("async activity result", result))
+
+
+def fail_async_activity_by_hash(token_hash: str, error: Any = "failed") -> None:
+    """``fail_async_activity`` naming the row by its stored SHA-256."""
+    operations.settle_async_hash(token_hash, error=_async_error_record(error))
+
+
+def _async_error_record(error: Any) -> dict[str, Any]:
+    """The ``ActivityError`` record a failed async activity resumes its workflow with."""
     if isinstance(error, BaseException):
         record: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
     elif isinstance(error, dict):
@@ -298,7 +314,7 @@ def fail_async_activity(token: str, error: Any = "failed") -> None:
             record["details"] = error["details"]
     else:
         record = {"type": "AsyncActivityFailed", "message": str(error)}
-    operations.settle_async(token, error=normalize("async activity error", record))
+    return normalize("async activity error", record)  # type: ignore[no-any-return]
 
 
 def query(workflow_id: str, name: str, *args: Any) -> Any:
@@ -370,7 +386,9 @@ __all__ = [
     "WorkflowHandle",
     "cancel",
     "complete_async_activity",
+    "complete_async_activity_by_hash",
     "fail_async_activity",
+    "fail_async_activity_by_hash",
     "force_release",
     "get_handle",
     "ownership_status",
@@ -405,6 +423,8 @@ aretry = asyncify(retry)
 aforce_release = asyncify(force_release)
 acomplete_async_activity = asyncify(complete_async_activity)
 afail_async_activity = asyncify(fail_async_activity)
+acomplete_async_activity_by_hash = asyncify(complete_async_activity_by_hash)
+afail_async_activity_by_hash = asyncify(fail_async_activity_by_hash)
 aquery = asyncify(query)
 apurge = asyncify(purge)
 aownership_status = asyncify(ownership_status)
@@ -415,7 +435,9 @@ aget_events = asyncify(get_events)
 __all__ += [
     "acancel",
     "acomplete_async_activity",
+    "acomplete_async_activity_by_hash",
     "afail_async_activity",
+    "afail_async_activity_by_hash",
     "aforce_release",
     "aget_handle",
     "aownership_status",

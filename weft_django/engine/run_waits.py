@@ -27,6 +27,7 @@ from weft_django.engine.definitions import get_workflow
 from weft_django.engine.queues import waiting_reason
 from weft_django.engine.replay import Frontier, Replay
 from weft_django.engine.store import load_events
+from weft_django.ids import TOKEN_HASH_PREFIX_LEN
 from weft_django.models import (
     LIVE_STATUSES,
     TERMINAL_STATUSES,
@@ -43,9 +44,6 @@ WaitKind = Literal[
 
 #: Every wait kind, in the order of the ``Literal`` (the API's enum).
 WAIT_KINDS: tuple[str, ...] = get_args(WaitKind)
-
-#: Hex digits of a token's SHA-256 shown in place of the token (as the API's).
-TOKEN_HASH_PREFIX_LEN = 12
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from weft_django import ids
 from weft_django.engine.run_waits import WAIT_KINDS
 from weft_django.inspection import CLAIM_STATES, engine_counters
 from weft_django.models import (
@@ -32,8 +33,7 @@ from weft_django.models import (
 from .fields import JSONPayloadField
 from .results import OwnerSerializer
 
-TOKEN_HASH_PREFIX_LEN = 12
-"""Hex digits of a token's SHA-256 the API shows (and logs) in place of the token."""
+TOKEN_HASH_PREFIX_LEN = ids.TOKEN_HASH_PREFIX_LEN
 
 
 class TokenHashPrefixField(serializers.CharField):

@@ -17,7 +17,13 @@ from weft_django.engine.operations.stop import (
     suspend,
     timeout,
 )
-from weft_django.engine.operations.wake import resume, retry, settle_async, signal
+from weft_django.engine.operations.wake import (
+    resume,
+    retry,
+    settle_async,
+    settle_async_hash,
+    signal,
+)
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -30,6 +36,7 @@ __all__ = [
     "resume",
     "retry",
     "settle_async",
+    "settle_async_hash",
     "signal",
     "suspend",
     "timeout",

@@ -150,10 +150,24 @@ def settle_async(
     token: str, *, result: Any = None, error: dict[str, Any] | None = None
 ) -> AsyncActivity:
     """Record an async activity's completion or failure (single use)."""
-    db = get_settings().database
     if not isinstance(token, str) or not token:
         raise AsyncActivityTokenError("unknown")
-    token_hash = hash_token(token)
+    return settle_async_hash(hash_token(token), result=result, error=error)
+
+
+def settle_async_hash(
+    token_hash: str, *, result: Any = None, error: dict[str, Any] | None = None
+) -> AsyncActivity:
+    """``settle_async`` for a caller that names the row, not the token.
+
+    Why: the raw token is never stored, so staff settling an activity from the
+    admin can only name its hash. The write is the same single-use batch --
+    conditioned on the row still being ``pending`` -- so a settlement racing
+    the outside system's own completion loses cleanly (``used``).
+    """
+    db = get_settings().database
+    if not isinstance(token_hash, str) or not token_hash:
+        raise AsyncActivityTokenError("unknown")
     row = AsyncActivity.objects.using(db).filter(pk=token_hash).select_related("run").first()
     if row is None:
         raise AsyncActivityTokenError("unknown")
@@ -180,4 +194,4 @@ def settle_async(
     return row
 
 
-__all__ = ["resume", "retry", "settle_async", "signal"]
+__all__ = ["resume", "retry", "settle_async", "settle_async_hash", "signal"]
