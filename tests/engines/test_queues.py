@@ -241,9 +241,9 @@ def test_rate_limit_held_within_ten_percent_over_a_minute(tmp_path):
             for i in range(int(rate * 1.6))
         ]
         run_ids = [h.run_id for h in handles]
-        # The rate limits admissions: measure the admission instants (the slot rows'
-        # ``admitted_at``, written in the admitting batch), not the activities' own start, which lags
-        # its admission by however busy the machine is.
+        # The rate limits admissions: measure the admission instants (the slot
+        # rows' ``admitted_at``, written in the admitting batch), not the
+        # activities' own start, which lags by however busy the machine is.
         wait_for("the first admission", lambda: _admissions(run_ids), *workers)
         first = min(_admissions(run_ids))
         wait_for(
