@@ -180,3 +180,23 @@ def test_a_post_without_a_body_still_parses_one_under_session_auth(
     broken = client.post(url("workflows/a/resume/"), "{", content_type="application/json")
     _assert_documented(schema, broken, resume, "post", 400)
     assert broken.json()["code"] == "parse_error"
+
+
+def test_a_challenging_first_authenticator_makes_it_401_in_schema_and_answer() -> None:
+    from django.test import RequestFactory
+    from django.urls import path
+    from drf_spectacular.generators import SchemaGenerator
+    from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+
+    from weft_django.api.views import MetricsView
+
+    class BasicFirst(MetricsView):
+        authentication_classes = [BasicAuthentication, SessionAuthentication]
+
+    generated = SchemaGenerator(patterns=[path("m/", BasicFirst.as_view())]).get_schema(
+        request=None, public=True
+    )
+    codes = set(generated["paths"]["/m/"]["get"]["responses"])
+    assert {"401", "403"} <= codes
+    answer = BasicFirst.as_view()(RequestFactory().get("/m/"))
+    assert answer.status_code == 401 and answer["WWW-Authenticate"].startswith("Basic")
