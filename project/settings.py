@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served locally (no CDN)
     "django_prometheus",
     "weft_django",
     "project.demo",
@@ -36,6 +37,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's, Swagger UI's) from the WSGI app itself, so the
+    # example serves them under gunicorn with DEBUG off (docs/how-to/deploy.md).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -51,7 +55,14 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.BasicAuthentication",
     ],
 }
-SPECTACULAR_SETTINGS = {"TITLE": "weft-django API", "VERSION": "0.1.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "weft-django API",
+    "VERSION": "0.1.0",
+    # /api/docs/ works without internet: Swagger UI from drf-spectacular-sidecar.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
 
 ROOT_URLCONF = "project.urls"
 
@@ -82,6 +93,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "static/"
+# WhiteNoise serves the admin's and Swagger UI's files from the WSGI app. The
+# example finds them in the apps' own directories, so ``gunicorn project.wsgi``
+# needs no build step; a deployment runs ``manage.py collectstatic`` into
+# STATIC_ROOT and drops WHITENOISE_USE_FINDERS (docs/howto/deployment.md).
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"))
+WHITENOISE_USE_FINDERS = os.environ.get("WEFT_STATIC_FINDERS", "1") == "1"
 
 WEFT: dict[str, object] = {}
 if os.environ.get("WEFT_TEST_TIMINGS") == "1":

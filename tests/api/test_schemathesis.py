@@ -4,8 +4,9 @@ Why: SPEC §5 promises that a bad body is a 400 and never a 500. Hand-written
 cases cover the inputs we thought of; schemathesis generates the rest --
 positive and negative data for every path parameter, query parameter and
 body -- from the schema the app serves (``GET /api/schema/``), so the
-schema and the views are checked together: no 5xx, and every documented
-response matches its documented body.
+schema and the views are checked together: no 5xx, no status the schema
+does not list for the operation, and every response matches its documented
+media type and body.
 
 One test (one database flush: ``transaction=True`` truncates every table
 afterwards, which dominates on PostgreSQL) with a subtest per operation and
@@ -33,7 +34,11 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.api import workflows as _workflows  # noqa: F401  (registers the api-* workflows)
 from tests.api.test_schema import EXPECTED
@@ -57,6 +62,14 @@ SEEDED_IDS = ["0", "00", "A", "a", "-", "_", ":", "@", "0-0", "AAA"]
 #: covers its bad input.
 NOT_FUZZED = {("/api/weft/workflows/{workflow_id}/streams/{key}/", "get")}
 OPERATIONS = sorted(EXPECTED - NOT_FUZZED)
+#: No 5xx; no status the operation does not document; every documented
+#: response with its documented media type and body.
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
 _loaded: list[Any] = []
 
 
@@ -118,6 +131,6 @@ def _fuzz(operation: Any, mode: GenerationMode, examples: int) -> None:
     )
     def run(case: Any) -> None:
         response = case.call(headers=AUTH)
-        case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])
+        case.validate_response(response, checks=CHECKS)
 
     run()

@@ -112,8 +112,8 @@ def render_api() -> str:
         "REST API reference",
         """
         The API is optional: install the `api` extra
-        (`pip install "weft-django[api]"`: Django REST framework and
-        drf-spectacular; without it, including the URLs raises
+        (`pip install "weft-django[api]"`: Django REST framework,
+        drf-spectacular and drf-spectacular-sidecar; without it, including the URLs raises
         `ImproperlyConfigured` naming that command), add `"rest_framework"`
         (and `"drf_spectacular"` to serve the schema) to `INSTALLED_APPS`, and
         mount it:
@@ -127,8 +127,19 @@ def render_api() -> str:
         path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema")),
         ```
 
+        For `/api/docs/` without internet, serve Swagger UI's files yourself:
+        add `"drf_spectacular_sidecar"` to `INSTALLED_APPS` and set
+        `SPECTACULAR_SETTINGS["SWAGGER_UI_DIST"] = "SIDECAR"` (and
+        `"SWAGGER_UI_FAVICON_HREF"`, `"REDOC_DIST"`), as the example project does.
+
         Access is staff only by default (`WEFT["API_PERMISSION_CLASSES"]`);
-        an async-activity token alone authorises its own completion. Every error
+        an async-activity token alone authorises its own completion. A caller
+        logged in with Django's session cookie sends the CSRF token in the
+        `X-CSRFToken` header on every POST, PATCH and DELETE. A refused login
+        is a 403 when the first of `REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]`
+        sends no challenge (session authentication), a 401 with `WWW-Authenticate`
+        when it does (Basic); the schema lists whichever your settings give.
+        Every error
         is a JSON body with a stable `code` (see the
         [errors reference](errors.md)); a bad body is a 400 with field errors.
         Lists are paginated (`page`, `page_size`).

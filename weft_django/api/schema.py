@@ -1,7 +1,7 @@
 """OpenAPI pieces shared by the views: tags, error responses, parameters.
 
 Why one module: every endpoint documents the same error bodies (400 with
-``errors`` per field, 401/403, 404, 409, 413) and the same ``run_id`` and
+``errors`` per field, 403, 404, 409, 413) and the same ``run_id`` and
 ``token`` parameters; one definition keeps the published schema uniform.
 """
 
@@ -14,6 +14,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from weft_django.ids import TOKEN_RE
 
+from .openapi import ERR_403, ERR_413
 from .serializers import ErrorSerializer, ValidationErrorSerializer
 
 WORKFLOW_TAG: Final = ["workflows"]
@@ -26,21 +27,19 @@ def error(description: str, serializer: Any = ErrorSerializer) -> OpenApiRespons
 
 
 ERR_400: Final = error(
-    'Bad body or query: code "invalid" with "errors" per field; "parse_error" for '
-    'malformed JSON; "invalid_payload" for a payload over MAX_PAYLOAD_BYTES.',
+    "Bad body or query: code `invalid` with `errors` per field; `parse_error` for "
+    "malformed JSON; `invalid_payload` for a payload over `MAX_PAYLOAD_BYTES`.",
     ValidationErrorSerializer,
 )
-ERR_AUTH: Final = {
-    401: error("Not authenticated (code not_authenticated)."),
-    403: error("Not authenticated or not permitted by API_PERMISSION_CLASSES."),
-}
+#: 401 is added by ``WeftAutoSchema`` only where the project's first
+#: authentication class sends a challenge (DRF answers 403 otherwise).
+ERR_AUTH: Final = {403: ERR_403}
 ERR_404: Final = error("No such workflow (code workflow_not_found) or run.")
 ERR_PAGE: Final = error("A page past the last one (code not_found).")
 ERR_409: Final = error(
     "The action does not fit the run's status (code invalid_transition) or a live run "
     "already exists (workflow_already_running, idempotency_conflict)."
 )
-ERR_413: Final = error("The request body is larger than the API reads (code request_too_large).")
 ERR_TOKEN_UNKNOWN: Final = error("Unknown token (code async_activity_token, kind unknown).")
 ERR_TOKEN_USED: Final = error("Token already used (code async_activity_token, kind used).")
 

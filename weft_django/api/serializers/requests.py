@@ -28,7 +28,7 @@ from .fields import (
 
 
 class StartWorkflowSerializer(serializers.Serializer):
-    """``POST workflows/``: start a run (SPEC §2 ``client.start``)."""
+    """`POST workflows/`: start a run (`client.start`)."""
 
     name = StrictCharField(max_length=200, help_text="The registered @workflow name.")
     input = JSONPayloadField(
@@ -110,14 +110,14 @@ class StartWorkflowSerializer(serializers.Serializer):
 
 
 class SignalSerializer(serializers.Serializer):
-    """``POST workflows/<id>/signal/``."""
+    """`POST workflows/<id>/signal/`."""
 
     name = StrictCharField(min_length=1, max_length=200)
     payload = JSONPayloadField(what="signal payload", required=False, allow_null=True, default=None)
 
 
 class ReasonSerializer(serializers.Serializer):
-    """``POST workflows/<id>/cancel/`` and ``suspend/``: an optional reason."""
+    """`POST workflows/<id>/cancel/` and `suspend/`: an optional reason."""
 
     reason = StrictCharField(
         required=False,
@@ -129,7 +129,7 @@ class ReasonSerializer(serializers.Serializer):
 
 
 class CancelSerializer(ReasonSerializer):
-    """``POST workflows/<id>/cancel/``: a reason, and a grace for cleanup or force."""
+    """`POST workflows/<id>/cancel/`: a reason, and a grace for cleanup or force."""
 
     grace = SecondsField(
         required=False,
@@ -152,7 +152,7 @@ class CancelSerializer(ReasonSerializer):
 
 
 class QuerySerializer(serializers.Serializer):
-    """``POST workflows/<id>/query/``."""
+    """`POST workflows/<id>/query/`."""
 
     name = StrictCharField(min_length=1, max_length=200, help_text="An on_query handler name.")
     args = JSONArgsField(
@@ -164,7 +164,7 @@ class QuerySerializer(serializers.Serializer):
 
 
 class CompleteAsyncSerializer(serializers.Serializer):
-    """``POST async-activities/<token>/complete/``."""
+    """`POST async-activities/<token>/complete/`."""
 
     result = JSONPayloadField(
         what="async activity result", required=False, allow_null=True, default=None
@@ -172,7 +172,7 @@ class CompleteAsyncSerializer(serializers.Serializer):
 
 
 class AsyncErrorSerializer(serializers.Serializer):
-    """The ``error`` object of ``POST async-activities/<token>/fail/``."""
+    """The `error` object of `POST async-activities/<token>/fail/`."""
 
     message = StrictCharField(allow_blank=True)
     type = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=200)
@@ -180,7 +180,7 @@ class AsyncErrorSerializer(serializers.Serializer):
 
 
 class FailAsyncSerializer(serializers.Serializer):
-    """``POST async-activities/<token>/fail/``."""
+    """`POST async-activities/<token>/fail/`."""
 
     error = AsyncErrorSerializer()
 

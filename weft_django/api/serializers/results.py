@@ -12,25 +12,8 @@ from rest_framework import serializers
 
 from weft_django.models import RUN_STATUSES
 
+from .errors import ErrorSerializer, ValidationErrorSerializer
 from .fields import JSONPayloadField
-
-
-class ErrorSerializer(serializers.Serializer):
-    """Every error: a stable ``code``, a message, and the error's own fields."""
-
-    code = serializers.CharField(help_text="Stable, machine-readable error code.")
-    message = serializers.CharField()
-
-
-class ValidationErrorSerializer(ErrorSerializer):
-    """A 400: ``code`` ``"invalid"`` with ``errors`` per field, or another code without."""
-
-    errors = serializers.DictField(
-        child=serializers.JSONField(),
-        required=False,
-        help_text='With code "invalid": field name -> list of messages (a nested object '
-        'for nested fields). Absent for "parse_error" and "invalid_payload".',
-    )
 
 
 class HolderSerializer(serializers.Serializer):
@@ -65,7 +48,7 @@ class QueryResultSerializer(serializers.Serializer):
 
 
 class OwnershipSerializer(serializers.Serializer):
-    """``client.ownership_status(id)`` (SPEC §2)."""
+    """`client.ownership_status(id)`."""
 
     workflow_id = serializers.CharField()
     status = serializers.ChoiceField(choices=list(RUN_STATUSES), allow_null=True)
@@ -94,7 +77,7 @@ class WakeCountSerializer(serializers.Serializer):
 
 
 class MetricsSerializer(serializers.Serializer):
-    """The cluster's claim counters: every engine's ``EngineRecord.metrics`` summed."""
+    """The cluster's claim counters: every engine's `EngineRecord.metrics` summed."""
 
     version = serializers.IntegerField()
     attempts = serializers.DictField(

@@ -31,6 +31,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from weft_django.api.exceptions import weft_exception_handler
+from weft_django.api.openapi import WeftAutoSchema
 from weft_django.api.pagination import WeftPagination, query_params
 from weft_django.api.parsers import WeftJSONParser, WeftJSONRenderer
 from weft_django.api.permissions import api_permissions
@@ -145,6 +146,7 @@ class WeftAPIView(GenericAPIView):
     pagination_class: ClassVar[type[WeftPagination]] = WeftPagination
     filter_backends: ClassVar[list[type]] = []
     metadata_class = ViewMetadata
+    schema = WeftAutoSchema()
 
     def get_permissions(self) -> list[BasePermission]:
         return api_permissions()

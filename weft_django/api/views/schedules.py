@@ -33,7 +33,7 @@ ERR_404 = error("No such schedule (code schedule_not_found).")
 
 
 class ScheduleFieldsSerializer(serializers.Serializer):
-    """The fields of ``client.update_schedule`` (all optional)."""
+    """The fields of `client.update_schedule` (all optional)."""
 
     workflow = StrictCharField(max_length=200, required=False)
     input = JSONPayloadField(what="schedule input", required=False, allow_null=True)
@@ -51,7 +51,7 @@ class ScheduleFieldsSerializer(serializers.Serializer):
 
 
 class CreateScheduleSerializer(ScheduleFieldsSerializer):
-    """The arguments of ``client.create_schedule``."""
+    """The arguments of `client.create_schedule`."""
 
     schedule_id = StrictCharField(max_length=160)
     workflow = StrictCharField(max_length=200)
@@ -63,7 +63,7 @@ class BackfillSerializer(serializers.Serializer):
 
 
 class ScheduleSerializer(serializers.Serializer):
-    """A schedule as ``client.list_schedules`` shows it (``calls.summary``)."""
+    """A schedule as `client.list_schedules` shows it (`calls.summary`)."""
 
     schedule_id = serializers.CharField()
     workflow = serializers.CharField()
@@ -103,7 +103,7 @@ class DriverSerializer(serializers.Serializer):
 
 
 class ScheduleDetailSerializer(ScheduleSerializer):
-    """``client.describe_schedule``: the next five fire times, recent runs, the driver."""
+    """`client.describe_schedule`: the next five fire times, recent runs, the driver."""
 
     recent_runs = RecentRunSerializer(many=True)
     driver = DriverSerializer()

@@ -22,7 +22,7 @@ from .base import WorkflowActionView
 
 
 class SignalWithStartSerializer(serializers.Serializer):
-    """The body: the workflow to start (``name``, ``input``) and the signal."""
+    """The body: the workflow to start (`name`, `input`) and the signal."""
 
     name = StrictCharField(max_length=200, help_text="The registered @workflow name.")
     input = JSONPayloadField(

@@ -45,7 +45,7 @@ class UpdateFailed(exceptions.APIException):
 
 
 class UpdateSerializer(serializers.Serializer):
-    """The body: the handler's ``name``, its ``args``, an optional ``update_id``."""
+    """The body: the handler's `name`, its `args`, an optional `update_id`."""
 
     name = StrictCharField(min_length=1, max_length=200, help_text="An on_update handler name.")
     args = JSONArgsField(
