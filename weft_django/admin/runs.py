@@ -21,6 +21,7 @@ from weft_django.inspection import claim_state, format_age, format_ms
 from weft_django.models import ActivityHeartbeat, JournalEntry, Timer, WorkflowClaim, WorkflowRun
 
 from .base import ReadOnlyInline, WeftDatabaseMixin, actor, admin_link, db, json_text, pre_json
+from .replay_action import replay_against_current_code
 from .timeline import claim_timeline, journal_timeline
 
 RunAction = Callable[[str, str], Any]
@@ -126,7 +127,14 @@ class WorkflowRunAdmin(WeftDatabaseMixin, admin.ModelAdmin):
     search_help_text = "workflow id or idempotency key"
     list_per_page = 50
     inlines = (JournalEntryInline, TimerInline, ActivityHeartbeatInline)
-    actions = ("cancel_runs", "force_cancel_runs", "suspend_runs", "resume_runs", "retry_runs")
+    actions = (
+        "cancel_runs",
+        "force_cancel_runs",
+        "suspend_runs",
+        "resume_runs",
+        "retry_runs",
+        replay_against_current_code,
+    )
     readonly_fields = (
         "id",
         "workflow_id",
