@@ -274,7 +274,7 @@ def test_deploy_check_reports_a_changed_workflow(weft_env) -> None:
     before = snapshot()
     with swapped_workflow("rc-order", rc_order_changed):
         messages = check_live_runs_replay()
-        with pytest.raises(SystemCheckError, match="weft.W050"):
+        with pytest.raises(SystemCheckError, match=r"weft\.W050"):
             call_command(
                 "check", tags=["weft"], deploy=True, fail_level="WARNING", stdout=io.StringIO()
             )
