@@ -11,7 +11,8 @@ spread over every live workflow name (``engine.replay_check``) -- read-only;
 ``weft.W050`` warning (``--fail-level WARNING`` makes them fail the
 pipeline). A database that cannot be read (unreachable, not migrated) never
 makes the check raise: it is one ``weft.W051`` warning saying the gate did
-not run.
+not run. Tagged ``weft_replay`` as well, so a pipeline can run the gate alone
+(``check --deploy --tag weft_replay --fail-level WARNING``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from weft_django.engine.replay_check import Finding, sample_live_runs
 SHOWN_FINDINGS = 20
 
 
-@checks.register("weft", deploy=True)
+@checks.register("weft", "weft_replay", deploy=True)
 def check_live_runs_replay(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     try:
         sample = get_settings().replay_check_sample

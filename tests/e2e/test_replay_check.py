@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.checks import run_checks
 from django.core.management import call_command
 from django.core.management.base import CommandError, SystemCheckError
 
@@ -269,21 +270,23 @@ def test_chunks_cover_every_run_once(weft_env) -> None:
 def test_deploy_check_reports_a_changed_workflow(weft_env) -> None:
     parked_store(weft_env)
     assert check_live_runs_replay() == []
-    call_command("check", tags=["weft"], deploy=True, fail_level="WARNING", stdout=io.StringIO())
+    gate = {"tags": ["weft_replay"], "deploy": True, "fail_level": "WARNING"}
+    call_command("check", **gate, stdout=io.StringIO())
 
     before = snapshot()
     with swapped_workflow("rc-order", rc_order_changed):
         messages = check_live_runs_replay()
         with pytest.raises(SystemCheckError, match=r"weft\.W050"):
-            call_command(
-                "check", tags=["weft"], deploy=True, fail_level="WARNING", stdout=io.StringIO()
-            )
+            call_command("check", **gate, stdout=io.StringIO())
     assert [m.id for m in messages] == ["weft.W050"] * 3
     assert all("position 0" in m.msg and "rc-order" in m.msg for m in messages)
     assert snapshot() == before
     # Without --deploy the check does not run (it reads the database).
     with swapped_workflow("rc-order", rc_order_changed):
-        call_command("check", tags=["weft"], fail_level="WARNING", stdout=io.StringIO())
+        assert run_checks(tags=["weft_replay"]) == []
+        assert [m.id for m in run_checks(tags=["weft_replay"], include_deployment_checks=True)] == [
+            "weft.W050"
+        ] * 3
 
 
 def test_deploy_check_samples_every_workflow_name(weft_env, settings) -> None:
@@ -305,7 +308,7 @@ def test_deploy_check_warns_when_the_database_cannot_be_read(tmp_path, where: st
         else "postgres://postgres@127.0.0.1:9/weft_nowhere"
     )
     result = subprocess.run(
-        [python(), "manage.py", "check", "--deploy", "--tag", "weft"],
+        [python(), "manage.py", "check", "--deploy", "--tag", "weft_replay"],
         cwd=REPO_ROOT,
         env=child_env(DATABASE_URL=url),
         capture_output=True,
