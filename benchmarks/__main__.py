@@ -28,7 +28,8 @@ BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", 
 #: update round trip against signal + query polling; ``events``: an event's
 #: set -> get_event against a polling loop (issue #18).
 #: ``queues``: start -> complete through a queue against no queue (issue #16).
-EXTRA = ("memory", "updates", "events", "queues")
+#: ``replay_check``: live runs/s the deploy gate replays (issue #20).
+EXTRA = ("memory", "updates", "events", "queues", "replay_check")
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

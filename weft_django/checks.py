@@ -1,4 +1,5 @@
-"""System checks with stable ids (SPEC §3). They never touch the database.
+"""System checks with stable ids (SPEC §3). They never touch the database (the
+one exception, ``replay_checks``, runs only under ``check --deploy``).
 
 weft.E001  unknown OWNERSHIP            weft.E002  bad duration
 weft.E003  CLAIM renew >= TTL           weft.E004  CLAIM TTL < 3 × renew
@@ -23,6 +24,8 @@ weft.E030  a malformed WEFT['QUEUES'] entry  weft.E031  a definition names an un
 weft.E032  QUEUES without OWNERSHIP="workflow-lease"
 weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
 weft.E034/E035  routed activities without Celery / without a routing app (``routing_checks``)
+weft.W050  (``check --deploy`` only) a live run would break under this code (``replay_checks``)
+weft.W051  (``check --deploy`` only) the replay check could not read the database
 
 The settings rules live in ``conf`` and the database capability rule in
 ``weft_django.db`` (the engine's start-up gate applies the same rule); this
@@ -37,7 +40,10 @@ from django.conf import settings as django_settings
 from django.core import checks
 
 from weft_django import db as store
-from weft_django import queue_checks  # noqa: F401  (registers weft.E031, weft.E032)
+from weft_django import (
+    queue_checks,  # noqa: F401  (registers weft.E031, weft.E032)
+    replay_checks,  # noqa: F401  (registers weft.W050, W051: deploy only)
+)
 from weft_django.conf import LEGACY_PROMETHEUS_SETTING, evaluate_settings
 from weft_django.engine.schedules.sync import declared_workflow_problems
 from weft_django.routing_checks import check_routed_activities

@@ -66,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_PRESENCE": True,
     "SCHEDULES": {},
     "QUEUES": None,
+    "REPLAY_CHECK_SAMPLE": 100,
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -130,6 +131,8 @@ DESCRIPTIONS: dict[str, str] = {
     "SCHEDULES": "schedules declared in code (id -> workflow, cron or every, ...), synced "
     "when an engine boots; a removed one is paused",
     "QUEUES": "flow control: {name: {concurrency, per_key_concurrency, rate, parked_holds_slot}}",
+    "REPLAY_CHECK_SAMPLE": "live runs `check --deploy` replays against the code (weft.W050), "
+    "spread over every live workflow name",
 }
 
 
@@ -174,6 +177,7 @@ class WeftSettings:
     session_presence: bool = DEFAULTS["SESSION_PRESENCE"]
     schedules: tuple[ScheduleSpec, ...] = ()
     queues: dict[str, QueueSpec] = field(default_factory=dict, compare=False)
+    replay_check_sample: int = DEFAULTS["REPLAY_CHECK_SAMPLE"]
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -443,6 +447,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         session_presence=presence,
         schedules=schedules,
         queues=queues,
+        replay_check_sample=positive_int("REPLAY_CHECK_SAMPLE"),
         raw=dict(user),
     )
     return settings, problems

@@ -1,6 +1,7 @@
 """Smoke tests of the benchmark scripts: one tiny Celery throughput case, the
-runtime benchmark at toy sizes, and the peers benchmark at toy size (its DBOS
-legs only when ``benchmarks/.venv-dbos`` exists).
+runtime benchmark at toy sizes, the replay-check benchmark at 12 runs, and the
+peers benchmark at toy size (its DBOS legs only when ``benchmarks/.venv-dbos``
+exists).
 
 Why: ``python -m benchmarks`` is never part of the suite (minutes long and
 noisy), so without this the scripts rot unnoticed. One configuration
@@ -186,3 +187,27 @@ def test_peers_dbos_smoke(peers_doc: dict[str, Any]) -> None:
         assert figures["sequential"][leg]["repeats"][0]["latency_ms"]["n"] == 3
     assert figures["burst"]["dbos"]["workflows_per_s"] > 0
     assert targets["sequential_p50_vs_dbos"]["ratio"] > 0
+
+
+def test_replay_check_smoke(tmp_path: Path) -> None:
+    """``benchmarks.replay_check`` at 12 runs: every run parked and replayed, in
+    chunked reads (a handful of queries, not one per run)."""
+    from benchmarks.common import with_database
+
+    url = os.environ.get("DATABASE_URL", "")
+    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
+    env = dict(os.environ)
+    env.update(
+        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
+        WEFT_BENCH_OUT=str(tmp_path),
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    argv = [sys.executable, "-m", "benchmarks.replay_check", "--quick", "--runs", "12"]
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-5000:]
+    doc = json.loads((tmp_path / "replay_check.json").read_text())
+    assert doc == json.loads(done.stdout)
+    figures = doc["figures"]
+    assert figures["runs"] == figures["checked"] == 12
+    assert figures["runs_per_s"] > 0 and doc["baseline"]["one_journal_query_per_run_runs_per_s"] > 0
+    assert figures["queries"] <= 4  # names, one chunk, its journals: not one per run

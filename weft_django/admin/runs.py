@@ -20,6 +20,7 @@ from weft_django.inspection import claim_state, format_age, format_ms
 from weft_django.models import ActivityHeartbeat, JournalEntry, Timer, WorkflowClaim, WorkflowRun
 
 from .base import ReadOnlyInline, WeftDatabaseMixin, actor, admin_link, db, json_text, pre_json
+from .replay_action import replay_against_current_code
 from .reporting import ActionReport, refusal_reason
 from .run_page import error_html, journal_html, journal_page, requested_page, waits_html
 from .search import EXACT_SEARCH_HELP, ExactSearchMixin
@@ -129,7 +130,14 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
     list_per_page = 50
     # The journal is shown once, paged: the "Journal timeline" field (``run_page``).
     inlines = (TimerInline, ActivityHeartbeatInline)
-    actions = ("cancel_runs", "force_cancel_runs", "suspend_runs", "resume_runs", "retry_runs")
+    actions = (
+        "cancel_runs",
+        "force_cancel_runs",
+        "suspend_runs",
+        "resume_runs",
+        "retry_runs",
+        replay_against_current_code,
+    )
     readonly_fields = (
         "id",
         "workflow_id",

@@ -62,6 +62,20 @@ class WorkflowRuntime(Protocol):
         """Whether this run takes the new path of ``change_id``."""
         ...
 
+    def deprecate_patch(self, change_id: str) -> None:
+        """``change_id``'s new path is the only one now (``engine.patches``)."""
+        ...
+
+
+def _change_id(value: object) -> str:
+    """A patch id is a journal ``target``: a non-empty string of at most 200 characters."""
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise ValueError(
+            f"a patch change_id must be a non-empty string of at most 200 characters, "
+            f"got {value!r:.100}"
+        )
+    return value
+
 
 def duration_ms(value: timedelta | float | int | None, what: str) -> int | None:
     """A ``ctx`` duration in ms (``None`` stays ``None``): ``durations.optional_ms``."""
@@ -232,7 +246,12 @@ class WorkflowContext:
         return float(self._runtime.side_effect("random", "", _random.random))
 
     def patched(self, change_id: str) -> bool:
-        return self._runtime.patched(change_id)
+        return self._runtime.patched(_change_id(change_id))
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """Mark ``change_id``'s patch as always taken, before removing its old
+        branch (``engine.patches``: the three deploys of a change)."""
+        self._runtime.deprecate_patch(_change_id(change_id))
 
     # -- published values (engine.publish) -----------------------------------
     def set_event(self, key: str, value: Any) -> None:

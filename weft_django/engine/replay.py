@@ -45,6 +45,7 @@ from weft_django.engine.commands import (
 from weft_django.engine.context import SideEffectKind, WorkflowContext
 from weft_django.engine.definitions import WorkflowDefinition
 from weft_django.engine.errors_codec import error_record, rebuild_error
+from weft_django.engine.patches import DEPRECATED_MARKER, is_deprecated_marker
 from weft_django.engine.sandbox import WorkflowDatabaseAccessError as WorkflowDatabaseAccessError
 from weft_django.engine.sandbox import close_body, database_refused, json_copy
 from weft_django.engine.update_handlers import UpdateRun, call_handler, done_fields, start_args
@@ -201,6 +202,7 @@ class Replay:
 
     # -- recorded values -----------------------------------------------------
     def side_effect(self, kind: SideEffectKind, target: str, make: Callable[[], Any]) -> Any:
+        self._skip_deprecated()
         if self.pos < len(self.events):
             event = self.events[self.pos]
             if event.kind == kind and event.target == target:
@@ -212,6 +214,7 @@ class Replay:
         return value
 
     def patched(self, change_id: str) -> bool:
+        self._skip_deprecated(keep=change_id)
         if self.pos < len(self.events):
             event = self.events[self.pos]
             if event.kind == "patch" and event.target == change_id:
@@ -220,6 +223,26 @@ class Replay:
             return False  # this run passed here before the change: keep the old path
         self._append(Event(self.next_position, "patch", None, change_id, True))
         return True
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """The patch is always taken now (``engine.patches``): consume this run's
+        marker if it recorded one here, record a deprecated one if live."""
+        self._skip_deprecated(keep=change_id)
+        if self.pos < len(self.events):
+            event = self.events[self.pos]
+            if event.kind == "patch" and event.target == change_id:
+                self.pos += 1
+            return  # no marker: this run passed here before the change (new path anyway)
+        self._append(Event(self.next_position, "patch", None, change_id, DEPRECATED_MARKER))
+
+    def _skip_deprecated(self, keep: str | None = None) -> None:
+        """Step over deprecated markers no call stands at (their call was removed),
+        except one of ``keep`` (the call being made)."""
+        while self.pos < len(self.events):
+            event = self.events[self.pos]
+            if not is_deprecated_marker(event.kind, event.result) or event.target == keep:
+                return
+            self.pos += 1
 
     def _append(self, event: Event) -> None:
         self.events.append(event)
@@ -244,6 +267,7 @@ class Replay:
                 blocked = self._blocked
                 assert blocked is not None
                 if not blocked.settled:
+                    self._skip_deprecated()
                     if self.pos < len(self.events):
                         self._apply_event(self.events[self.pos])
                         self.pos += 1
@@ -335,7 +359,11 @@ class Replay:
         self._register(yielded)
 
     def _finish(self, value: Any) -> None:
-        remaining = [e for e in self.events[self.pos :] if e.kind not in INFO_KINDS]
+        remaining = [
+            e
+            for e in self.events[self.pos :]
+            if e.kind not in INFO_KINDS and not is_deprecated_marker(e.kind, e.result)
+        ]
         if remaining:
             event = remaining[0]
             raise self._diverge(event.position, _describe(event), "the end of the workflow")
@@ -489,6 +517,7 @@ class Replay:
                 progressed = True
 
     def _record_done(self, update: UpdateRun) -> None:
+        self._skip_deprecated()
         if self.pos < len(self.events):
             event = self.events[self.pos]
             if event.kind == "update-done" and event.target == update.update_id:
