@@ -319,7 +319,7 @@ class Engine:
         return self.scheduler.claim_then_drive(
             str(run_id),
             lambda: self.maintenance.reclaim_one(workflow_id),
-            "inline-macrotask-drive",
+            "drive",
             drive_here=False,
         )
 
