@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tests.inspect.metric_workflows as mw
-from tests.support import ManualClock
+from tests.support import ChildGroup, ManualClock, child_env, python, wait_for
 from weft_django.clock import wall_ms
 from weft_django.conf import get_settings
 from weft_django.contrib import prometheus
@@ -295,3 +295,55 @@ def test_two_targets_aggregated_by_max_give_the_true_count() -> None:
         get(by_max, "weft_workflows_finished_total", workflow="metrics-quick", status="completed")
         == 7
     )
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_scrapes_in_another_process_never_see_a_prune_half_done(tmp_path: Any) -> None:
+    """A real scraper process reads the cluster counter over and over while this
+    process folds 300 records in small batches: every scrape sees the same total
+    (the totals row is read FOR SHARE before the records are summed)."""
+    if connections["default"].vendor != "postgresql":
+        pytest.skip("READ COMMITTED interleaving of two sessions is a PostgreSQL process test")
+    EngineRecord.objects.all().delete()
+    now = wall_ms()
+    day = 86_400_000
+    EngineRecord.objects.bulk_create(
+        EngineRecord(
+            engine_id=f"old-{i}",
+            mode="workflow-lease",
+            started_at=now - 9 * day,
+            heartbeat_at=now - 9 * day,
+            stopped_at=now - 9 * day,
+            metrics={"version": 1, "attempts": {"acquired": 1}},
+        )
+        for i in range(300)
+    )
+    _record("young", now, acquired=1)
+    stop = tmp_path / "stop"
+    child = ChildGroup(
+        [python(), "-m", "tests.procs.metrics_scraper", str(stop)],
+        tmp_path / "scraper.log",
+        env=child_env(),
+        capture_stdout=True,
+    )
+    try:
+        wait_for("the scraper is ready", lambda: "READY" in child.lines, child)
+        wait_for("a first scrape", lambda: len(child.lines) >= 2, child)
+        folded = 0
+        while folded < 300:
+            seen = len(child.lines)
+            folded += prune_engine_records(
+                "default", now_ms=now, retention_ms=7 * day, batch=7, max_batches=1
+            )
+            # Let at least one scrape land between batches.
+            wait_for("a scrape between batches", lambda n=seen: len(child.lines) > n, child)
+        stop.touch()
+        wait_for("the scraper to finish", lambda: "DONE" in child.lines, child)
+    finally:
+        stop.touch()
+        child.stop()
+    values = [int(line) for line in child.lines if line.isdigit()]
+    assert folded == 300 and len(values) >= 43
+    assert set(values) == {301}, sorted(set(values))
+    assert EngineRecord.objects.count() == 1

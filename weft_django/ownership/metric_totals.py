@@ -85,9 +85,15 @@ def read_cluster_counters(
 
 
 def prune_engine_records(
-    using: str, *, now_ms: int, retention_ms: int, batch: int = PRUNE_BATCH
+    using: str,
+    *,
+    now_ms: int,
+    retention_ms: int,
+    batch: int = PRUNE_BATCH,
+    max_batches: int | None = None,
 ) -> int:
-    """Fold and delete every record silent for longer than ``retention_ms``.
+    """Fold and delete every record silent for longer than ``retention_ms``
+    (at most ``max_batches`` batches of ``batch``, when given).
 
     Returns how many records were folded. Each batch is one transaction: the
     totals row locked FOR UPDATE, the batch's counters added to it, the batch
@@ -97,7 +103,9 @@ def prune_engine_records(
         raise ValueError(f"retention_ms must be positive, got {retention_ms!r}")
     cutoff = now_ms - retention_ms
     folded = 0
-    while True:
+    batches = 0
+    while max_batches is None or batches < max_batches:
+        batches += 1
         with transaction.atomic(using=using):
             totals, _ = (
                 MetricTotals.objects.using(using).select_for_update().get_or_create(pk=TOTALS_PK)
@@ -123,6 +131,7 @@ def prune_engine_records(
             folded += len(ids)
         if len(rows) < batch:
             return folded
+    return folded
 
 
 def add_to_totals(using: str, delta: ClaimMetricsSnapshot, *, now_ms: int) -> None:
