@@ -77,8 +77,9 @@ CLOSED_LABEL_SETS: Final[Mapping[str, tuple[str, ...]]] = {
     "transport": WAKE_TRANSPORTS,
     "status": RUN_STATUS_LABELS,
 }
-"""Label name -> its closed value set. ``engine_id`` is deliberately absent: it
-is the one open-ended label SPEC §4.8 allows, and it is not a closed set."""
+"""Label name -> its closed value set. The only other label values are type
+names (``business_metrics``: registered names, else ``"other"``, capped) and
+histogram bounds; no label carries an engine id (it changes at every restart)."""
 
 _JSON_VERSION: Final[int] = 1
 _L = TypeVar("_L", bound=str)
