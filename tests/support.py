@@ -106,3 +106,18 @@ def db_session_id() -> Any:
             cursor.execute("SELECT 1")
         value = cursor.fetchone()[0]
     return (id(connection.connection), value)
+
+
+def type_label_is_bounded(key: str, value: str) -> bool:
+    """A business-metric label value that is bounded: a registered workflow or
+    activity name (or ``"other"``), an activity attempt outcome, a bucket bound."""
+    from weft_django.engine.definitions import registry
+    from weft_django.ownership.business_metrics import ACTIVITY_ATTEMPT_OUTCOMES, OTHER
+
+    if key == "le":
+        return value == "+Inf" or value.replace(".", "", 1).isdigit()
+    if key == "workflow":
+        return value == OTHER or value in registry.workflows
+    if key == "activity":
+        return value == OTHER or value in registry.activities
+    return key == "outcome" and value in ACTIVITY_ATTEMPT_OUTCOMES

@@ -67,6 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULES": {},
     "QUEUES": None,
     "REPLAY_CHECK_SAMPLE": 100,
+    "ENGINE_RECORD_RETENTION": 7 * 24 * 3600,
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -98,6 +99,7 @@ CHECK_IDS: Final[dict[str, str]] = {
     "bad-schedule-spec": "weft.E028",
     "unknown-schedule-workflow": "weft.E029",
     "bad-queue": "weft.E030",
+    "bad-engine-record-retention": "weft.E036",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -133,6 +135,8 @@ DESCRIPTIONS: dict[str, str] = {
     "QUEUES": "flow control: {name: {concurrency, per_key_concurrency, rate, parked_holds_slot}}",
     "REPLAY_CHECK_SAMPLE": "live runs `check --deploy` replays against the code (weft.W050), "
     "spread over every live workflow name",
+    "ENGINE_RECORD_RETENTION": "EngineRecords silent this long are folded into the metric totals "
+    "and deleted at engine boot (counters stay monotonic)",
 }
 
 
@@ -178,6 +182,7 @@ class WeftSettings:
     schedules: tuple[ScheduleSpec, ...] = ()
     queues: dict[str, QueueSpec] = field(default_factory=dict, compare=False)
     replay_check_sample: int = DEFAULTS["REPLAY_CHECK_SAMPLE"]
+    engine_record_retention_ms: int = _default_ms("ENGINE_RECORD_RETENTION")
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -326,6 +331,16 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         except ValueError as exc:
             problems.append(SettingsProblem(CHECK_IDS["bad-duration"], str(exc)))
 
+    # Far longer than any claim TTL: a record this silent is a dead engine's,
+    # so folding it can never race that engine's own heartbeat.
+    try:
+        record_retention_ms = duration_ms(
+            "ENGINE_RECORD_RETENTION", merged["ENGINE_RECORD_RETENTION"]
+        )
+    except ValueError as exc:
+        problems.append(SettingsProblem(CHECK_IDS["bad-engine-record-retention"], str(exc)))
+        record_retention_ms = _default_ms("ENGINE_RECORD_RETENTION")
+
     perms = merged["API_PERMISSION_CLASSES"]
     if isinstance(perms, str) or not all(isinstance(p, str) for p in perms or ()):
         problems.append(
@@ -448,6 +463,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         schedules=schedules,
         queues=queues,
         replay_check_sample=positive_int("REPLAY_CHECK_SAMPLE"),
+        engine_record_retention_ms=record_retention_ms,
         raw=dict(user),
     )
     return settings, problems

@@ -55,6 +55,7 @@ __all__ = [
     "EngineRecord",
     "GlobalLease",
     "JournalEntry",
+    "MetricTotals",
     "OwnershipModeMarker",
     "QueueLock",
     "QueueSlot",
@@ -169,6 +170,27 @@ class EngineRecord(models.Model):
 
     def __str__(self) -> str:
         return self.engine_id
+
+
+class MetricTotals(models.Model):
+    """The folded counters of pruned ``EngineRecord`` rows (one row, ``pk=1``).
+
+    A record is deleted only in the transaction that adds its counters here,
+    so the cluster totals (this row plus every remaining record) never
+    decrease across a prune: a scraper sees no counter reset.
+    """
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    metrics = models.JSONField(default=dict, blank=True)
+    records_folded = models.BigIntegerField(default=0)
+    updated_at = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "metric totals"
+        verbose_name_plural = "metric totals"
+
+    def __str__(self) -> str:
+        return f"metric totals ({self.records_folded} engine records folded)"
 
 
 class WorkflowRun(models.Model):

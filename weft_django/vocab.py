@@ -18,7 +18,7 @@ WakeKind = Literal[
     "signal",
     "async-activity",
     "child-completion",
-    "inline-macrotask-drive",
+    "drive",
 ]
 WAKE_KINDS: Final[tuple[WakeKind, ...]] = get_args(WakeKind)
 """weft's six wake kinds, in weft's order (SPEC §4.7): why the guard is asked."""
@@ -43,7 +43,7 @@ TIMER_WAKE_KIND: Final[dict[str, WakeKind]] = {
     # A timed-out wait: a signal wait's or an async activity's deadline. weft
     # names every deadline of a wait "wait-condition".
     "timeout": "wait-condition",
-    "retry": "inline-macrotask-drive",
+    "retry": "drive",
 }
 """The wake kind a due timer of each kind asks the guard with."""
 
@@ -59,7 +59,7 @@ not be confirmed (transient; the engine does not halt for it)."""
 
 def timer_wake_kind(kind: str) -> WakeKind:
     """The wake kind for a due timer of ``kind`` (unknown kinds: a plain drive)."""
-    return TIMER_WAKE_KIND.get(kind, "inline-macrotask-drive")
+    return TIMER_WAKE_KIND.get(kind, "drive")
 
 
 __all__ = [

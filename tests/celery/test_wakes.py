@@ -173,7 +173,7 @@ def test_every_wake_arrives_through_celery(postgres, celery_app: Celery, workers
             metrics.wakes,
         )
     # each child's start was a message too
-    assert wakes(metrics, kind="inline-macrotask-drive", transport="celery") == len(keys)
+    assert wakes(metrics, kind="drive", transport="celery") == len(keys)
     assert wakes(metrics, transport="polling") == 0, metrics.wakes
     assert wakes(metrics, decision="discard") == 0, metrics.wakes
     assert metrics.attempts["acquired"] == 2 * len(keys)  # each tour and its child

@@ -260,7 +260,7 @@ class Cluster:
                     sent += celery_node.send_drive(
                         slot.node_name(),
                         str(run_id),
-                        "inline-macrotask-drive",
+                        "drive",
                         slot.engine_id,
                         wake_epoch,
                         via="chaos",

@@ -49,7 +49,7 @@ def test_wake_kinds_are_weft_six() -> None:
         "signal",
         "async-activity",
         "child-completion",
-        "inline-macrotask-drive",
+        "drive",
     )
 
 

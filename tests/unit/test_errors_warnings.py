@@ -271,7 +271,7 @@ def test_warning_classes() -> None:
     ) == WARNING_CLASSES
     for cls in WARNING_CLASSES:
         assert issubclass(cls, WeftWarning) and issubclass(cls, RuntimeWarning)
-    assert len(WAKE_KINDS) == 6 and WAKE_KINDS[-1] == "inline-macrotask-drive"
+    assert len(WAKE_KINDS) == 6 and WAKE_KINDS[-1] == "drive"
     assert set(warnings_module.__all__) >= {c.__name__ for c in WARNING_CLASSES}
 
 

@@ -43,7 +43,7 @@ def test_closed_sets_are_exactly_the_documented_ones() -> None:
         "signal",
         "async-activity",
         "child-completion",
-        "inline-macrotask-drive",
+        "drive",
     )
 
 
@@ -240,7 +240,7 @@ def test_every_label_in_the_text_is_closed(
 def test_label_value_is_closed() -> None:
     assert label_value_is_closed("outcome", "acquired")
     assert not label_value_is_closed("outcome", "order-o-1")
-    assert label_value_is_closed("kind", "inline-macrotask-drive")
+    assert label_value_is_closed("kind", "drive")
     assert label_value_is_closed("decision", "discard")
     assert label_value_is_closed("transport", "celery")
     assert label_value_is_closed("status", "timed_out")

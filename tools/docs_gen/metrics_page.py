@@ -10,6 +10,7 @@ from .markdown import page, table
 
 def _engine_families() -> list[tuple[str, str, str, tuple[str, ...]]]:
     """``[(name, type, help, labels)]`` from ``to_prometheus_text`` of a full snapshot."""
+    from weft_django.ownership.business_metrics import BusinessMetrics
     from weft_django.ownership.metrics import (
         CLAIM_ATTEMPT_OUTCOMES,
         WAKE_DECISIONS,
@@ -19,7 +20,11 @@ def _engine_families() -> list[tuple[str, str, str, tuple[str, ...]]]:
         to_prometheus_text,
     )
 
+    business = BusinessMetrics()
+    business.record_workflow_finished("example", "completed", 1.0)
+    business.record_activity_attempt("example", "completed", 1.0)
     snapshot = ClaimMetricsSnapshot(
+        business=business.snapshot(),
         attempts=dict.fromkeys(CLAIM_ATTEMPT_OUTCOMES, 1),
         active_claims=1,
         renewal_failures=1,
@@ -41,6 +46,8 @@ def _engine_families() -> list[tuple[str, str, str, tuple[str, ...]]]:
             labels.setdefault(name, [])
         elif line and not line.startswith("#"):
             name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            if name not in labels:  # a histogram's _bucket, _sum, _count
+                name = re.sub(r"_(bucket|sum|count)$", "", name)
             for label in re.findall(r'(\w+)="', line):
                 if label not in labels[name]:
                     labels[name].append(label)
@@ -82,7 +89,33 @@ def render_metrics() -> str:
         (f"`{label}`", ", ".join(f"`{v}`" for v in values))
         for label, values in CLOSED_LABEL_SETS.items()
     ]
-    label_rows.append(("`engine_id`", "the ids of engines alive now (the one open-ended label)"))
+    from weft_django.ownership.business_metrics import (
+        ACTIVITY_ATTEMPT_OUTCOMES,
+        MAX_TYPE_NAMES,
+        WORKFLOW_END_STATUSES,
+    )
+
+    label_rows += [
+        (
+            "`workflow`",
+            "a workflow type name registered in the recording process (`@workflow`), else "
+            f"`other`; at most {MAX_TYPE_NAMES} names",
+        ),
+        (
+            "`activity`",
+            "an activity type name registered in the recording process (`@activity`), else "
+            f"`other`; at most {MAX_TYPE_NAMES} names",
+        ),
+        (
+            "`status` (`weft_workflows_finished_total`)",
+            ", ".join(f"`{v}`" for v in WORKFLOW_END_STATUSES),
+        ),
+        (
+            "`outcome` (`weft_activity_attempts_total`)",
+            ", ".join(f"`{v}`" for v in ACTIVITY_ATTEMPT_OUTCOMES),
+        ),
+        ("`le`", "the fixed histogram bucket bounds (seconds), `+Inf`"),
+    ]
     return page(
         "Metrics reference",
         """
@@ -90,15 +123,22 @@ def render_metrics() -> str:
         (`weft_django.ownership.metrics.ClaimMetrics`); each engine writes them
         into its `EngineRecord.metrics` at every heartbeat. With the `metrics`
         extra (`pip install "weft-django[metrics]"`), a `prometheus_client`
-        collector sums live and past engines from the database at scrape time
-        and adds cluster gauges, so django-prometheus's `/metrics` in **any**
-        process (a web worker, say) shows the cluster's truth. It is registered
-        when `django_prometheus` is installed, or when
+        collector sums the folded totals of pruned records (`MetricTotals`)
+        and every remaining record from the database at scrape time and adds
+        cluster gauges, so django-prometheus's `/metrics` in **any** process
+        (a web worker, say) shows the cluster's truth. It is registered when
+        `django_prometheus` is installed, or when
         `WEFT["PROMETHEUS_COLLECTOR"] = True`; set it to `False` to opt out.
         The REST API's `metrics/` endpoint serves the same counters as JSON.
 
-        Every label value comes from a closed set; **a workflow id is never a
-        label**.
+        Every `weft_*` series is a **cluster total**: every target serving it
+        reports the same value, so aggregate it across targets with `max`,
+        never `sum` (see [the metrics how-to](../howto/metrics.md)). Counters
+        never decrease: records older than `WEFT["ENGINE_RECORD_RETENTION"]`
+        are folded into `MetricTotals` in the transaction that deletes them.
+
+        Every label value comes from a closed set or is a registered type
+        name; **a workflow id, a run id or an engine id is never a label**.
         """,
         "## Served by the cluster collector (`/metrics`)\n",
         table(("metric", "type", "labels", "meaning"), rows(_collector_families())),

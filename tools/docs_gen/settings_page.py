@@ -39,6 +39,8 @@ def render_settings() -> str:
             return "seconds (int/float) or timedelta, > 0"
         if key == "RETENTION":
             return "None, or seconds (int/float) or timedelta, > 0"
+        if key == "ENGINE_RECORD_RETENTION":
+            return "seconds (int/float) or timedelta, > 0 (default: 7 days)"
         if key == "PROMETHEUS_COLLECTOR":
             return "None or bool"
         if key in choices:

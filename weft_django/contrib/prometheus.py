@@ -9,8 +9,16 @@ database knows (claims per engine, expired claims, runs by status, the
 oldest due timer's lag).
 
 Cardinality is bounded: every label value comes from a closed set
-(``weft_django.ownership.metrics.CLOSED_LABEL_SETS``) except ``engine_id``,
-which is emitted only for engines alive now. A workflow id is never a label.
+(``weft_django.ownership.metrics.CLOSED_LABEL_SETS``) or is a registered
+workflow or activity type name (``"other"`` for any other, at most
+``business_metrics.MAX_TYPE_NAMES``). No label changes at a restart (no
+engine id) and a workflow id is never a label.
+
+Every series here is a **cluster total** read from the database: each
+target that serves it reports the same value, so across targets it is
+aggregated with ``max``, never summed (docs/howto/metrics.md). Folded
+counters of pruned engine records (``MetricTotals``) are included, so no
+counter decreases when old records are pruned.
 
 Registration (``register()``) is idempotent and never touches the database:
 ``prometheus_client``'s default registry describes collectors at
@@ -29,7 +37,11 @@ from typing import Any
 
 try:
     from prometheus_client import REGISTRY
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
     from prometheus_client.registry import Collector, CollectorRegistry
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -42,6 +54,8 @@ from django.db import DatabaseError
 from weft_django.conf import get_settings
 from weft_django.inspection import ClusterStatus, cluster_status
 from weft_django.inspection.schedules import tick_totals
+from weft_django.ownership.business_metrics import FAMILIES as BUSINESS_FAMILIES
+from weft_django.ownership.business_metrics import BusinessSnapshot
 from weft_django.ownership.metrics import CLAIM_ATTEMPT_OUTCOMES, RUN_STATUS_LABELS
 
 __all__ = ["OPT_IN_SETTING", "WeftClusterCollector", "register", "settings_opt_in", "unregister"]
@@ -100,10 +114,9 @@ class WeftClusterCollector(Collector):
             "engines_alive": GaugeMetricFamily(
                 "weft_engines_alive", "Engines alive (heartbeat within 3 renew intervals)."
             ),
-            "claims_held": GaugeMetricFamily(
-                "weft_engine_claims_held",
-                "Claim rows held by each live engine, from the database.",
-                labels=["engine_id"],
+            "claims_held_max": GaugeMetricFamily(
+                "weft_engine_claims_held_max",
+                "The most claim rows any one live engine holds, from the database (balance).",
             ),
             "expired": GaugeMetricFamily(
                 "weft_workflow_claims_expired",
@@ -122,6 +135,10 @@ class WeftClusterCollector(Collector):
                 "backfilled, failed), over every schedule.",
                 labels=["outcome"],
             ),
+            **{
+                key: family(name, kind, help_text, label)
+                for key, (name, kind, help_text, label) in _business_families().items()
+            },
             "up": GaugeMetricFamily(
                 "weft_cluster_scrape_ok", "1 if the cluster state was read from the database."
             ),
@@ -166,13 +183,50 @@ class WeftClusterCollector(Collector):
         families["cache_hits"].add_metric([], totals.workflow_cache_hits)
         families["cache_misses"].add_metric([], totals.workflow_cache_misses)
         families["engines_alive"].add_metric([], len(status.alive_engines))
-        for engine_id, n in sorted(status.live_claims_per_engine.items()):
-            families["claims_held"].add_metric([engine_id], n)
+        families["claims_held_max"].add_metric(
+            [], max(status.live_claims_per_engine.values(), default=0)
+        )
+        _fill_business(families, totals.business)
         families["expired"].add_metric([], status.expired_claims)
         for run_status in RUN_STATUS_LABELS:
             families["runs"].add_metric([run_status], status.runs_by_status.get(run_status, 0))
         families["lag"].add_metric([], status.due_timer_lag_s)
         families["up"].add_metric([], 1)
+
+
+def _business_families() -> dict[str, tuple[str, str, str, str]]:
+    """key -> (name without ``_total``, type, help, type-name label)."""
+    return {
+        name: (name.removesuffix("_total"), kind, help_text, label)
+        for name, (kind, help_text, label) in BUSINESS_FAMILIES.items()
+    }
+
+
+def family(name: str, kind: str, help_text: str, label: str) -> Any:
+    if kind == "histogram":
+        return HistogramMetricFamily(name, help_text, labels=[label])
+    second = "status" if label == "workflow" else "outcome"
+    return CounterMetricFamily(name, help_text, labels=[label, second])
+
+
+def _fill_business(families: dict[str, Any], business: BusinessSnapshot) -> None:
+    """Type names were bounded by ``BusinessSnapshot.from_json`` (registered, capped)."""
+    hists = {
+        "weft_workflow_duration_seconds": business.workflow_durations,
+        "weft_activity_duration_seconds": business.activity_durations,
+    }
+    for key, by_name in hists.items():
+        for type_name, hist in sorted(by_name.items()):
+            families[key].add_metric(
+                [type_name], buckets=list(hist.cumulative()), sum_value=hist.total
+            )
+    counts = {
+        "weft_workflows_finished_total": business.workflows_finished,
+        "weft_activity_attempts_total": business.activity_attempts,
+    }
+    for key, by_pair in counts.items():
+        for (type_name, value), n in sorted(by_pair.items()):
+            families[key].add_metric([type_name, value], n)
 
 
 _lock = threading.Lock()

@@ -55,6 +55,7 @@ from weft_django.ownership.gates import check_clock_skew, run_gates
 from weft_django.ownership.guard import confirm_wake_ownership
 from weft_django.ownership.lease import GlobalLeaseManager
 from weft_django.ownership.loss import log_stopped_driving
+from weft_django.ownership.metric_totals import prune_engine_records
 from weft_django.ownership.metrics import ClaimMetrics
 from weft_django.ownership.registry import ClaimRegistry
 from weft_django.querysets import in_backoff
@@ -204,6 +205,13 @@ class Engine:
                 self.presence, self.presence_watch = None, None
             raise
         self.booted = True
+        # Each boot adds a record; folding the long-silent ones here keeps the
+        # record count (and scrape cost) bounded with counters still monotonic.
+        prune_engine_records(
+            self.settings.database,
+            now_ms=self.now_ms(),
+            retention_ms=self.settings.engine_record_retention_ms,
+        )
         if self.uses_injected_clock:
             # Client-side times of this process compare with this engine's.
             process_clock.install(self._clock)
@@ -319,7 +327,7 @@ class Engine:
         return self.scheduler.claim_then_drive(
             str(run_id),
             lambda: self.maintenance.reclaim_one(workflow_id),
-            "inline-macrotask-drive",
+            "drive",
             drive_here=False,
         )
 

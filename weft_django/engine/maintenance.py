@@ -141,7 +141,7 @@ class Maintenance:
                 seen.add(str(run_id))
                 # A turn in flight is no new work: it ends and leaves the run.
                 busy += not engine.scheduler.is_inflight(str(run_id))
-                engine.dispatch(run_id, "inline-macrotask-drive")
+                engine.dispatch(run_id, "drive")
         found += len(seen)
         self.found_work = busy > 0
         found += self.pick_up_pending()
@@ -230,7 +230,7 @@ class Maintenance:
                     break
             gone = frozenset()
         for run_id, _ in bulk:
-            engine.dispatch(run_id, "inline-macrotask-drive")
+            engine.dispatch(run_id, "drive")
         if gone:
             # Holders whose database session ended: takeable before they expire.
             stale = stale | WorkflowClaim.objects.using(self.db).filter(engine_id__in=gone)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from weft_django.clock import now_ms as clock_now_ms
 from weft_django.conf import get_settings
 from weft_django.models import EngineRecord, WorkflowClaim
+from weft_django.ownership.metric_totals import read_cluster_counters
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
-from weft_django.querysets import alive_window_ms, expired_claims_q, held_claims_q
+from weft_django.querysets import alive_engines_q, alive_window_ms, expired_claims_q, held_claims_q
 
-from .rules import engine_is_alive, takeover_grace_ms
+from .rules import takeover_grace_ms
 from .status import due_timers, runs_by_status
 
 
@@ -38,20 +39,16 @@ def cluster_counters(now_ms: int | None = None, *, using: str | None = None) -> 
     db = using or settings.database
     now = clock_now_ms() if now_ms is None else now_ms
     window = alive_window_ms(settings)
-    total = ClaimMetricsSnapshot()
-    active = engines = alive = stopped = 0
-    rows = EngineRecord.objects.using(db).only("metrics", "stopped_at", "heartbeat_at")
-    for record in rows.iterator():
-        snapshot = ClaimMetricsSnapshot.from_json(record.metrics)
-        total = total + snapshot
-        engines += 1
-        if record.stopped_at is None:
-            active += snapshot.active_claims
-            alive += int(engine_is_alive(record, now, window))
-        else:
-            stopped += 1
+    n = EngineRecord.objects.using(db).aggregate(
+        total=Count("pk"),
+        alive=Count("pk", filter=alive_engines_q(now, window)),
+        stopped=Count("pk", filter=Q(stopped_at__isnull=False)),
+    )
+    engines, alive, stopped = n["total"], n["alive"], n["stopped"]
+    # Folded totals of pruned records plus every record; the active-claims
+    # gauge over engines not stopped (a silent engine's last value included).
+    total = read_cluster_counters(db, lambda _id, _hb, stopped_at: stopped_at is None)
     body = total.to_json()
-    body["active_claims"] = active
     counts = WorkflowClaim.objects.using(db).aggregate(
         total=Count("pk"),
         held=Count("pk", filter=held_claims_q()),

@@ -24,6 +24,7 @@ from weft_django.models import (
     WorkflowClaim,
     WorkflowRun,
 )
+from weft_django.ownership.metric_totals import read_cluster_counters
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 from weft_django.querysets import alive_engines_q, alive_window_ms
 
@@ -207,10 +208,8 @@ def cluster_status(
         for r in shown
     ]
     alive_ids = set(records.filter(alive_q).values_list("engine_id", flat=True))
-    totals = sum_engine_metrics(
-        (metrics, engine_id in alive_ids)
-        for engine_id, metrics in records.values_list("engine_id", "metrics").iterator()
-    )
+    # Folded totals of pruned records plus every record, read consistently.
+    totals = read_cluster_counters(db, lambda engine_id, _hb, _stopped: engine_id in alive_ids)
 
     n_due, oldest = due_timers(db, now)
     lag_s = max(0, now - oldest) / 1000 if oldest is not None else 0.0

@@ -30,6 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard, TypeVar, get_args
 
 from weft_django.choices import RUN_STATUSES
+from weft_django.ownership.business_metrics import (
+    BusinessMetrics,
+    BusinessSnapshot,
+    exposition_lines,
+)
 from weft_django.vocab import (
     WAKE_KINDS,
     WAKE_TRANSPORTS,
@@ -72,8 +77,9 @@ CLOSED_LABEL_SETS: Final[Mapping[str, tuple[str, ...]]] = {
     "transport": WAKE_TRANSPORTS,
     "status": RUN_STATUS_LABELS,
 }
-"""Label name -> its closed value set. ``engine_id`` is deliberately absent: it
-is the one open-ended label SPEC §4.8 allows, and it is not a closed set."""
+"""Label name -> its closed value set. The only other label values are type
+names (``business_metrics``: registered names, else ``"other"``, capped) and
+histogram bounds; no label carries an engine id (it changes at every restart)."""
 
 _JSON_VERSION: Final[int] = 1
 _L = TypeVar("_L", bound=str)
@@ -124,6 +130,8 @@ class ClaimMetricsSnapshot:
     """Turns of an engine with the cache on that found no valid cached replay
     (never cached, evicted, the epoch or the run's version moved, other code
     registered): each replayed the journal in full."""
+    business: BusinessSnapshot = field(default_factory=BusinessSnapshot)
+    """Run ends and activity attempts by type name (``business_metrics``)."""
 
     @property
     def workflow_cache_hit_rate(self) -> float | None:
@@ -150,6 +158,7 @@ class ClaimMetricsSnapshot:
             ),
             workflow_cache_hits=self.workflow_cache_hits + other.workflow_cache_hits,
             workflow_cache_misses=self.workflow_cache_misses + other.workflow_cache_misses,
+            business=self.business + other.business,
         )
 
     def __sub__(self, other: ClaimMetricsSnapshot) -> ClaimMetricsSnapshot:
@@ -175,6 +184,7 @@ class ClaimMetricsSnapshot:
             ),
             workflow_cache_hits=self.workflow_cache_hits - other.workflow_cache_hits,
             workflow_cache_misses=self.workflow_cache_misses - other.workflow_cache_misses,
+            business=self.business - other.business,
         )
 
     def is_zero(self) -> bool:
@@ -186,6 +196,7 @@ class ClaimMetricsSnapshot:
             and not self.abandoned_activity_threads
             and not self.workflow_cache_hits
             and not self.workflow_cache_misses
+            and self.business.is_zero()
         )
 
     def __radd__(self, other: object) -> ClaimMetricsSnapshot:
@@ -211,6 +222,7 @@ class ClaimMetricsSnapshot:
             "abandoned_activity_threads": _count_or_zero(self.abandoned_activity_threads),
             "workflow_cache_hits": _count_or_zero(self.workflow_cache_hits),
             "workflow_cache_misses": _count_or_zero(self.workflow_cache_misses),
+            "business": self.business.to_json(),
         }
 
     @classmethod
@@ -257,6 +269,7 @@ class ClaimMetricsSnapshot:
             abandoned_activity_threads=int(abandoned) if _is_count(abandoned) else 0,
             workflow_cache_hits=int(hits) if _is_count(hits) else 0,
             workflow_cache_misses=int(misses) if _is_count(misses) else 0,
+            business=BusinessSnapshot.from_json(data.get("business")),
         )
 
 
@@ -309,6 +322,8 @@ class ClaimMetrics:
         self._abandoned_activity_threads = 0
         self._workflow_cache_hits = 0
         self._workflow_cache_misses = 0
+        #: Run ends and activity attempts by type name (its own lock).
+        self.business = BusinessMetrics()
 
     def record_claim_attempt(self, outcome: ClaimAttemptOutcome) -> None:
         """Count one claim attempt with ``outcome`` (one of ``CLAIM_ATTEMPT_OUTCOMES``)."""
@@ -365,6 +380,7 @@ class ClaimMetrics:
                 abandoned_activity_threads=self._abandoned_activity_threads,
                 workflow_cache_hits=self._workflow_cache_hits,
                 workflow_cache_misses=self._workflow_cache_misses,
+                business=self.business.snapshot(),
             )
 
     def reset(self) -> None:
@@ -377,6 +393,7 @@ class ClaimMetrics:
             self._abandoned_activity_threads = 0
             self._workflow_cache_hits = 0
             self._workflow_cache_misses = 0
+        self.business.reset()
 
     def to_json(self) -> dict[str, Any]:
         """``self.snapshot().to_json()``: what an engine stores at each heartbeat."""
@@ -394,6 +411,7 @@ class ClaimMetrics:
         metrics._abandoned_activity_threads = snap.abandoned_activity_threads
         metrics._workflow_cache_hits = snap.workflow_cache_hits
         metrics._workflow_cache_misses = snap.workflow_cache_misses
+        metrics.business.load(snap.business)
         return metrics
 
 
@@ -461,4 +479,5 @@ def to_prometheus_text(snapshot: ClaimMetricsSnapshot) -> str:
     header("weft_workflow_cache_misses_total")
     misses = _count_or_zero(snapshot.workflow_cache_misses)
     lines.append(f"weft_workflow_cache_misses_total {misses}")
+    lines.extend(exposition_lines(snapshot.business))
     return "\n".join(lines) + "\n"

@@ -41,6 +41,7 @@ from weft_django.engine.operations.stop import (
     cancel_spec,
     run_stop,
 )
+from weft_django.engine.run_metrics import record_stops
 from weft_django.engine.wakes import WakeSubject, announce_event
 from weft_django.errors import InvalidTransitionError
 from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, WorkflowRun
@@ -179,6 +180,7 @@ def request_cancel(
             event: WakeSubject = "released" if lease else "signal"
             for each in requested:
                 announce_event(event, each.pk, db, workflow_id=each.workflow_id)
+            record_stops(db, [(each.name, "cancelled", each.created_at) for each in ended])
             for each in ended:
                 announce_event("finished", each.pk, db, workflow_id=each.workflow_id)
             current.refresh_from_db(using=db)

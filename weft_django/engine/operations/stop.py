@@ -29,6 +29,7 @@ from weft_django.engine.operations._loop import (
     commit_with_retries,
     latest_run,
 )
+from weft_django.engine.run_metrics import record_stops
 from weft_django.engine.store import bump_parent
 from weft_django.engine.wakes import announce_event
 from weft_django.errors import InvalidTransitionError, WorkflowNotFound
@@ -196,6 +197,13 @@ def run_stop(
                 stopped.append(child)
 
         def committed() -> WorkflowRun:
+            record_stops(
+                db,
+                [
+                    (each.name, spec.status if each is current else "cancelled", each.created_at)
+                    for each in stopped
+                ],
+            )
             for each in stopped:
                 announce_event("finished", each.pk, db, workflow_id=each.workflow_id)
             if spec.status in TERMINAL_STATUSES:

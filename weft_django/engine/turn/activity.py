@@ -18,6 +18,7 @@ the position, the attempt number and the epoch are known, with the
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from weft_django.clock import wall_ms
@@ -33,6 +34,7 @@ from weft_django.engine.executor import ActivityOutcome
 from weft_django.engine.heartbeats import heartbeat_sink
 from weft_django.engine.payload import normalize
 from weft_django.engine.replay import Leaf
+from weft_django.engine.run_metrics import attempt_outcome, record_attempt
 from weft_django.engine.store import RunInbox
 from weft_django.engine.turn.activity_queues import (
     activity_slot,
@@ -147,6 +149,7 @@ def _run_atomic(
     # No heartbeat sink: a heartbeat batch would lock the claim and run rows
     # inside the body's transaction, before its own rows (the lock order).
     info = _info(turn, leaf, number, AttemptControl(wall_ms))
+    began = time.monotonic()
     ended = run_atomic(
         definition,
         tuple(args),
@@ -157,6 +160,13 @@ def _run_atomic(
         prepare=prepare,
         commit=commit,
     )
+    failure = ended.failure
+    outcome = (
+        attempt_outcome(failure.ok, failure.timed_out)
+        if failure is not None
+        else ("completed" if ended.unrecordable is None else "failed")
+    )
+    record_attempt(turn.host.metrics, name, outcome, time.monotonic() - began)
     if ended.committed is not None:
         return ended.committed
     if ended.unrecordable is not None:
@@ -178,6 +188,12 @@ def _settle_unrecordable(
 
 def finish_attempt(turn: TurnState, pending: PendingAttempt, outcome: ActivityOutcome) -> bool:
     """Commit a finished attempt: its result, its final error, or its next retry."""
+    record_attempt(
+        turn.host.metrics,
+        pending.definition.name,
+        attempt_outcome(outcome.ok, outcome.timed_out),
+        time.monotonic() - pending.submitted,
+    )
     return finish_outcome(
         turn,
         pending.leaf,

@@ -19,6 +19,7 @@ from django.utils import timezone
 from weft_django.engine import signals as weft_signals
 from weft_django.engine.errors_codec import error_record
 from weft_django.engine.payload import normalize
+from weft_django.engine.run_metrics import record_run_end
 from weft_django.engine.store import bump_parent
 from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import TurnAborted, TurnState
@@ -93,6 +94,7 @@ def stop(
     finally:
         if transition is not None and registry is not None:
             registry.finish_release(wid, committed)
+    record_run_end(host.metrics, run.name, status, run.created_at)
     cancel_abandoned_children(turn)
     announce(Wake("finished", str(run.pk), turn.db, wid))
     if run.parent_id is not None and status != "suspended":
@@ -151,6 +153,7 @@ def continue_as_new(turn: TurnState, new_input: Any) -> None:
         ],
         run_values=ended,
     )
+    record_run_end(turn.host.metrics, run.name, "completed", run.created_at)
     turn.host.parked_commands.pop(str(run.pk), None)
     turn.run = new
     turn.version = new.version

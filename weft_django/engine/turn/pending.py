@@ -6,8 +6,9 @@ attempts without importing the step that starts them (``activity``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from weft_django.engine.definitions import ActivityDefinition
@@ -28,6 +29,8 @@ class PendingAttempt:
     handle: Attempt
     on_success: OnSuccess | None = None
     secret: str | None = None
+    #: ``time.monotonic()`` at submit: an attempt's duration runs from here.
+    submitted: float = field(default_factory=time.monotonic)
 
 
 __all__ = ["OnSuccess", "PendingAttempt"]

@@ -246,7 +246,7 @@ def run_drive(
         logger.error("weft.drive ran outside a weft Celery node; ignored")
         return TaskOutcome("no-node", workflow_id)
     engine = pool_engine()
-    kind: WakeKind = wake_kind if wake_kind in WAKE_KINDS else "inline-macrotask-drive"  # type: ignore[assignment]
+    kind: WakeKind = wake_kind if wake_kind in WAKE_KINDS else "drive"  # type: ignore[assignment]
     channel: WakeTransport = "polling" if via == "polling" else "celery"
     if is_previous_boot(str(engine_id), ident):
         # Left in this node's direct queue by a previous boot: stale by
