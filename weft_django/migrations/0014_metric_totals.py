@@ -13,7 +13,7 @@ def create_the_row(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('weft', '0012_update'),
+        ('weft', '0013_run_updated_at'),
     ]
 
     operations = [
