@@ -12,21 +12,23 @@ if TYPE_CHECKING:  # imported in the fixture: pytest must load the plugin below 
 
 pytest_plugins = ["weft_django.testing"]
 
-#: Test directories whose tests share one broker (a Redis database, the RabbitMQ
-#: ``weft`` queue) and flush or purge it: under pytest-xdist (``scripts/test``
-#: runs ``-n``) they must run on one worker, one after another.
+#: Test directories whose tests share a broker (each its own Redis database; the
+#: Celery tests also the RabbitMQ ``weft`` queue) and flush or purge it: under
+#: pytest-xdist (``scripts/test`` runs ``-n``) each directory's tests run on one
+#: worker, one after another; different directories may run side by side.
 SHARED_BROKER_DIRS = ("celery", "chaos", "bench")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep the broker tests on one xdist worker (``--dist loadgroup``): two
-    workers purging the same queue would each discard the other's messages."""
+    """Keep each directory's broker tests on one xdist worker (``--dist
+    loadgroup``): two workers purging one queue would discard each other's
+    messages."""
     for item in items:
         parts = item.path.parts
         if "tests" in parts:
             below = parts[parts.index("tests") + 1 :]
             if below and below[0] in SHARED_BROKER_DIRS:
-                item.add_marker(pytest.mark.xdist_group("shared-broker"))
+                item.add_marker(pytest.mark.xdist_group(f"broker-{below[0]}"))
 
 
 @pytest.fixture
