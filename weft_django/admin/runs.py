@@ -136,8 +136,9 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
         "suspend_runs",
         "resume_runs",
         "retry_runs",
-        replay_against_current_code,
+        "replay_against_current_code",
     )
+    replay_against_current_code = replay_against_current_code
     readonly_fields = (
         "id",
         "workflow_id",

@@ -44,7 +44,7 @@ def _lock_totals_for_read(using: str) -> ClaimMetricsSnapshot:
     """The folded totals, with the row held FOR SHARE on PostgreSQL until commit."""
     table = MetricTotals._meta.db_table
     connection = connections[using]
-    suffix = " FOR SHARE" if connection.vendor == "postgresql" else ""
+    suffix = " FOR SHARE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cursor:
         quoted = connection.ops.quote_name(table)
         cursor.execute(f"SELECT metrics FROM {quoted} WHERE id = %s{suffix}", [TOTALS_PK])

@@ -68,7 +68,7 @@ class PendingAsyncSerializer(serializers.ModelSerializer):
 
 
 class WaitSerializer(serializers.Serializer):
-    """One thing a run waits for (``engine.run_waits.Wait``); fields by ``kind``."""
+    """One thing a run waits for; its fields depend on `kind`."""
 
     kind = serializers.ChoiceField(choices=list(WAIT_KINDS))
     text = serializers.CharField(help_text="The wait in words.")
