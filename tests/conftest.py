@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,16 +19,34 @@ pytest_plugins = ["weft_django.testing"]
 SHARED_BROKER_DIRS = ("celery", "chaos", "bench")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep each directory's broker tests on one xdist worker (``--dist
-    loadgroup``): two workers purging one queue would discard each other's
-    messages."""
-    for item in items:
-        parts = item.path.parts
-        if "tests" in parts:
-            below = parts[parts.index("tests") + 1 :]
-            if below and below[0] in SHARED_BROKER_DIRS:
-                item.add_marker(pytest.mark.xdist_group(f"broker-{below[0]}"))
+def broker_group(nodeid: str) -> str | None:
+    """The xdist work unit of a test in a broker-sharing directory, else ``None``."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    if "tests" in parts:
+        below = parts[parts.index("tests") + 1 :]
+        if len(below) > 1 and below[0] in SHARED_BROKER_DIRS:
+            return f"broker-{below[0]}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # firstresult: before xdist's own LoadGroupScheduling
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup``, one work unit per broker directory.
+
+    Two workers purging one queue (or truncating one benchmark database) would
+    discard each other's messages and rows. xdist's own ``xdist_group`` mark does
+    not group on pytest 9 (it renames ``item._nodeid``, which pytest 9 no longer
+    reads), so the controller groups by path itself.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class BrokerDirScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return broker_group(nodeid) or super()._split_scope(nodeid)
+
+    return BrokerDirScheduling(config, log)
 
 
 @pytest.fixture
