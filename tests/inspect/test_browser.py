@@ -306,3 +306,87 @@ def test_schedules_and_queues_admin_in_chromium(live_server, django_user_model) 
         f"schedules/queues browser check took {time.monotonic() - started:.1f} s; "
         f"screenshots {SCHEDULES_ARTIFACT}, {QUEUED_ARTIFACT}"
     )
+
+
+OPS_SHOTS = {
+    "run-waits": REPO_ROOT / "docs" / "img" / "admin-run-waits.png",
+    "failed-run": REPO_ROOT / "docs" / "img" / "admin-failed-run.png",
+    "signals": REPO_ROOT / "docs" / "img" / "admin-signals.png",
+    "async-activities": REPO_ROOT / "docs" / "img" / "admin-async-activities.png",
+}
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_operations_pages_in_chromium(live_server, django_user_model) -> None:
+    """Issue #19's admin screens in chromium: a parked run's page says what it
+    waits for (an async activity), a failed run's traceback is readable lines in
+    a ``<pre>``, the buffered-signals page and the async-activities page with
+    their staff actions."""
+    executable = chromium_executable()
+    engine = Engine(engine_id="worker-a:4101", background_tasks="manual").boot()
+    try:
+        client.start("inspect-async", {"invoice": 7}, workflow_id="invoice-7")
+        client.start("inspect-sleeper", {"order": 2001}, workflow_id="order-2001")
+        client.start("inspect-failing", {"order": 2002}, workflow_id="order-2002")
+        engine.run_until_idle()
+        client.signal("order-2001", "go", {"early": True})  # buffered: the run sleeps first
+        engine.run_until_idle()
+        engine.heartbeat()
+        statuses = dict(
+            WorkflowRun.objects.filter(
+                workflow_id__in=["invoice-7", "order-2001", "order-2002"]
+            ).values_list("workflow_id", "status")
+        )
+        assert statuses == {
+            "invoice-7": "parked",
+            "order-2001": "parked",
+            "order-2002": "failed",
+        }, statuses
+
+        admin_user = django_user_model.objects.create_superuser("ops", "ops@example.com", "x")
+        session = Client()
+        session.force_login(admin_user)
+        cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
+        browser = Chromium(executable, width=1280, height=900, timeout=120)
+        try:
+            browser.set_cookie(settings.SESSION_COOKIE_NAME, cookie, live_server.url)
+            text = "document.body.innerText"
+
+            parked = WorkflowRun.objects.get(workflow_id="invoice-7")
+            browser.navigate(f"{live_server.url}/admin/weft/workflowrun/{parked.pk}/change/")
+            page = browser.evaluate(text)
+            assert "async activity 'tests.inspect.workflows.inspect_hand_out'" in page, page[:3000]
+            assert "to be completed" in page, page[:3000]
+            browser.screenshot(ARTIFACT.with_name("run-waits.png"))
+
+            failed = WorkflowRun.objects.get(workflow_id="order-2002")
+            browser.navigate(f"{live_server.url}/admin/weft/workflowrun/{failed.pk}/change/")
+            traceback = browser.evaluate(
+                "Array.from(document.querySelectorAll('pre')).map(p => p.innerText).join('\\n')"
+            )
+            assert "boom" in traceback and "\\n" not in traceback, traceback[:2000]
+            assert traceback.count("\n") >= 2, traceback[:2000]  # real lines, not one string
+            browser.screenshot(ARTIFACT.with_name("failed-run.png"))
+
+            browser.navigate(f"{live_server.url}/admin/weft/signalmessage/")
+            page = browser.evaluate(text)
+            assert "order-2001" in page and "go" in page, page[:3000]
+            browser.screenshot(ARTIFACT.with_name("signals.png"))
+
+            browser.navigate(f"{live_server.url}/admin/weft/asyncactivity/")
+            page = browser.evaluate(text)
+            assert "invoice-7" in page and "inspect_hand_out" in page, page[:3000]
+            actions = browser.evaluate(
+                "Array.from(document.querySelectorAll('select[name=action] option'))"
+                ".map(o => o.value)"
+            )
+            assert {"complete_async_activities", "fail_async_activities"} <= set(actions), actions
+            browser.screenshot(ARTIFACT.with_name("async-activities.png"))
+        finally:
+            browser.close()
+    finally:
+        engine.dispose(grace=0)
+
+    for name, docs_image in OPS_SHOTS.items():
+        publish_screenshot(ARTIFACT.with_name(f"{name}.png"), docs_image)
