@@ -30,11 +30,13 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.e2e.helpers import latest
 from tests.engines.tracing_workflows import (
+    CURRENT_SPANS,
     FLAKY_CALLS,
     SECRET_CHILD,
     SECRET_ERROR,
     SECRET_INPUT,
     SECRET_RESULT,
+    SLOW_GATE,
 )
 from tests.tracing_support import recording
 from weft_django import client
@@ -48,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     FLAKY_CALLS.clear()
+    CURRENT_SPANS.clear()
     with recording() as exporter:
         yield exporter
 
@@ -158,6 +161,8 @@ def test_one_trace_from_the_callers_start_through_turns_attempts_and_the_run(spa
     assert charge.attributes["weft.engine.id"] == engine.engine_id
     assert charge.attributes["weft.claim.epoch"] == epoch
     assert charge.status.status_code is StatusCode.UNSET
+    # the async body ran under its attempt's span (the executor's loop)
+    assert CURRENT_SPANS["trace-charge"] == span_id(charge)
 
     first, second = named(spans_, "weft.activity trace-flaky")
     assert (first.attributes["weft.attempt"], second.attributes["weft.attempt"]) == (1, 2)
@@ -247,6 +252,7 @@ def test_a_child_continues_its_parents_trace(spans, weft_env):
     assert child_turns and all(parent_id(t) == span_id(child_start) for t in child_turns)
     (echo,) = named(spans_, "weft.activity trace-echo")
     assert parent_id(echo) in {span_id(t) for t in child_turns}
+    assert CURRENT_SPANS["trace-echo"] == span_id(echo)  # a thread's body, under its span
     (child_run,) = named(spans_, "weft.run trace-child")
     assert parent_id(child_run) == span_id(child_start)
     assert_no_payload(spans_)
@@ -280,6 +286,74 @@ def test_a_failed_run_is_an_error_span_naming_only_the_errors_type(spans, weft_e
     assert run.status.description == "ValueError"
     assert run.attributes["weft.run.status"] == "failed"
     assert_no_payload(spans_)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_continue_as_new_carries_the_trace_on(spans, weft_env):
+    handle, caller = start_traced("trace-loop", {"n": 0}, workflow_id="trace-8")
+    weft_env.run_until_idle()
+    assert client.get_handle("trace-8").result(timeout=5) == "done"
+    spans_ = finished(spans, 6)
+    assert {trace_id(s) for s in spans_} == {caller.get_span_context().trace_id}
+    (start,) = named(spans_, "weft.start trace-loop")
+    turns = named(spans_, "weft.turn trace-loop")
+    first_run, second_run = named(spans_, "weft.run trace-loop")
+    assert first_run.attributes["weft.run.id"] == handle.run_id
+    assert parent_id(first_run) == span_id(start)
+    # the new run was inserted by the turn that continued it, under that turn
+    continued = latest("trace-8")
+    assert str(continued.pk) == second_run.attributes["weft.run.id"] != handle.run_id
+    assert parent_id(second_run) == span_id(turns[0])
+    assert continued.trace_context["traceparent"].split("-")[2] == f"{span_id(turns[0]):016x}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_schedules_start_is_traced_in_its_caller(spans, weft_env):
+    client.create_schedule("trace-sched", "trace-quick", "s", every=timedelta(hours=1))
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("caller") as caller:
+        handle = client.trigger_schedule("trace-sched")
+    weft_env.run_until_idle()
+    assert handle.result(timeout=5) == "s"
+    spans_ = finished(spans, 5)
+    (start,) = named(spans_, "weft.start trace-quick")
+    assert start.attributes["weft.start.source"] == "schedule"
+    assert start.attributes["weft.start.created"] is True
+    assert parent_id(start) == caller.get_span_context().span_id
+    turns = named(spans_, "weft.turn trace-quick")
+    assert turns and all(parent_id(t) == span_id(start) for t in turns)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_atomic_attempt_runs_under_its_span_on_the_turn_thread(spans, weft_env):
+    handle, _caller = start_traced("trace-atomic-flow", SECRET_INPUT, workflow_id="trace-9")
+    weft_env.run_until_idle()
+    assert handle.result(timeout=5) == SECRET_INPUT
+    spans_ = finished(spans, 5)
+    (turn,) = named(spans_, "weft.turn trace-atomic-flow")
+    (attempt,) = named(spans_, "weft.activity trace-atomic")
+    assert parent_id(attempt) == span_id(turn)
+    assert attempt.attributes["weft.activity.outcome"] == "completed"
+    assert CURRENT_SPANS["trace-atomic"] == span_id(attempt)
+    assert_no_payload(spans_)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_abandoned_attempt_says_so_and_is_no_error(spans, weft_env):
+    SLOW_GATE.clear()
+    try:
+        handle, _caller = start_traced("trace-race", "won", workflow_id="trace-10")
+        weft_env.run_until_idle()
+        assert handle.result(timeout=5) == "won"
+        spans_ = finished(spans, 6)
+    finally:
+        SLOW_GATE.set()  # the abandoned thread ends
+    (slow,) = named(spans_, "weft.activity trace-slow")
+    (fast,) = named(spans_, "weft.activity trace-echo")
+    assert slow.attributes["weft.activity.outcome"] == "abandoned"
+    assert slow.status.status_code is StatusCode.UNSET
+    assert fast.attributes["weft.activity.outcome"] == "completed"
+    assert parent_id(slow) == parent_id(fast)
 
 
 def _statements_of_a_run(weft_env: Any, workflow_id: str) -> int:
@@ -354,6 +428,7 @@ print("ok")
 """
 
 
+@pytest.mark.processes
 def test_without_opentelemetry_installed_workflows_run(tmp_path):
     """A fresh process where ``import opentelemetry`` fails (SQLite file database)."""
     env = {

@@ -228,7 +228,7 @@ def end_attempt(
     timed_out: bool = False,
 ) -> None:
     """End an attempt's span with its outcome (``completed``, ``failed``,
-    ``timed_out``, ``abandoned``)."""
+    ``timed_out``, ``abandoned``); ERROR for the failed and timed-out ones."""
     if span is None:
         return
     if ok:
@@ -240,7 +240,7 @@ def end_attempt(
     else:
         outcome = "failed"
     span.set_attribute("weft.activity.outcome", outcome)
-    if not ok:
+    if outcome in ("failed", "timed_out"):  # abandoned: nobody wants its result, no error
         _fail(span, error if error is not None else RuntimeError())
     span.end()
 

@@ -63,7 +63,7 @@ class Turn(TurnState):
                 run_id=key,
                 carrier=run.trace_context,
                 engine_id=host.engine_id,
-                epoch=host.epoch_for(run.workflow_id),
+                epoch=host.epoch_for(run.workflow_id) if tracing.enabled() else 0,
             ) as span:
                 self.trace_span = span
                 status = self._drive()

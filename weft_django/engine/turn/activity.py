@@ -104,7 +104,7 @@ def start_attempt(
             lambda control: _info(turn, leaf, number, control),
             on_success,
             secret,
-            span_for=lambda: attempt_span(turn, leaf, name, number),
+            span_for=lambda: attempt_span(turn, leaf, definition, number),
         )
     control = AttemptControl(
         wall_ms,  # the executor's clock: an attempt's timeouts are real time
@@ -117,7 +117,7 @@ def start_attempt(
             attempt=number,
         ),
     )
-    span = attempt_span(turn, leaf, name, number)
+    span = attempt_span(turn, leaf, definition, number)
     with tracing.current(span):  # the attempt runs in a copy of this context
         handle = host.activity_executor.submit(
             definition, args, kwargs, _info(turn, leaf, number, control)
@@ -155,7 +155,7 @@ def _run_atomic(
     # inside the body's transaction, before its own rows (the lock order).
     info = _info(turn, leaf, number, AttemptControl(wall_ms))
     began = time.monotonic()
-    span = attempt_span(turn, leaf, name, number)
+    span = attempt_span(turn, leaf, definition, number)
     try:
         with tracing.current(span):
             ended = run_atomic(
@@ -291,15 +291,14 @@ def finish_outcome(
     return True
 
 
-def attempt_span(turn: TurnState, leaf: Leaf, name: str, number: int) -> Any:
+def attempt_span(turn: TurnState, leaf: Leaf, definition: ActivityDefinition, number: int) -> Any:
     """The attempt's ``weft.activity <name>`` span (``None``: tracing is off)."""
     if not tracing.enabled():
         return None
     host = turn.host
     run = turn.run
-    definition_queue = get_activity(name).celery_queue
     return tracing.attempt_span(
-        activity=name,
+        activity=definition.name,
         position=leaf.id,
         attempt=number,
         workflow_name=run.name,
@@ -307,7 +306,7 @@ def attempt_span(turn: TurnState, leaf: Leaf, name: str, number: int) -> Any:
         run_id=str(run.pk),
         engine_id=host.engine_id,
         epoch=host.epoch_for(run.workflow_id),
-        celery_queue=definition_queue,
+        celery_queue=definition.celery_queue,
     )
 
 

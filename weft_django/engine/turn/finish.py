@@ -74,7 +74,7 @@ def stop(
     else:
         values["finished_at"] = timezone.now()
     registry = host.registry
-    epoch = host.epoch_for(wid)  # before the release forgets it
+    epoch = host.epoch_for(wid) if tracing.enabled() else 0  # before the release forgets it
     transition = registry.prepare_release(wid, reason=status) if (release and registry) else None
     held, turn.held_result = turn.held_result, None
     committed = False
