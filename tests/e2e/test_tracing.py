@@ -10,6 +10,7 @@ are silent no-ops (weft.E040 for a bad setting).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connections
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
@@ -305,6 +307,25 @@ def test_continue_as_new_carries_the_trace_on(spans, weft_env):
     assert str(continued.pk) == second_run.attributes["weft.run.id"] != handle.run_id
     assert parent_id(second_run) == span_id(turns[0])
     assert continued.trace_context["traceparent"].split("-")[2] == f"{span_id(turns[0]):016x}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_astart_is_traced_in_the_awaiting_callers_span(spans, weft_env):
+    async def start() -> tuple[Any, Any]:
+        with trace.get_tracer("tests").start_as_current_span("caller") as caller:
+            handle = await client.astart("trace-quick", "a", workflow_id="trace-11")
+        # astart ran on asgiref's sync thread: close its connection here
+        await sync_to_async(connections.close_all)()
+        return handle, caller
+
+    handle, caller = asyncio.run(start())
+    weft_env.run_until_idle()
+    assert handle.result(timeout=5) == "a"
+    spans_ = finished(spans, 5)
+    (start_span,) = named(spans_, "weft.start trace-quick")
+    assert parent_id(start_span) == caller.get_span_context().span_id
+    turns = named(spans_, "weft.turn trace-quick")
+    assert turns and all(parent_id(t) == span_id(start_span) for t in turns)
 
 
 @pytest.mark.django_db(transaction=True)
