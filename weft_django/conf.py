@@ -68,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "QUEUES": None,
     "REPLAY_CHECK_SAMPLE": 100,
     "ENGINE_RECORD_RETENTION": 7 * 24 * 3600,
+    "TRACING": True,
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -100,6 +101,7 @@ CHECK_IDS: Final[dict[str, str]] = {
     "unknown-schedule-workflow": "weft.E029",
     "bad-queue": "weft.E030",
     "bad-engine-record-retention": "weft.E036",
+    "bad-tracing": "weft.E040",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -137,6 +139,8 @@ DESCRIPTIONS: dict[str, str] = {
     "spread over every live workflow name",
     "ENGINE_RECORD_RETENTION": "EngineRecords silent this long are folded into the metric totals "
     "and deleted at engine boot (counters stay monotonic)",
+    "TRACING": "OpenTelemetry spans for starts, turns, activity attempts and runs when "
+    "opentelemetry-api is installed (the otel extra); False turns them off",
 }
 
 
@@ -183,6 +187,8 @@ class WeftSettings:
     queues: dict[str, QueueSpec] = field(default_factory=dict, compare=False)
     replay_check_sample: int = DEFAULTS["REPLAY_CHECK_SAMPLE"]
     engine_record_retention_ms: int = _default_ms("ENGINE_RECORD_RETENTION")
+    #: Spans when opentelemetry is importable (``engine.tracing``).
+    tracing: bool = DEFAULTS["TRACING"]
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -432,6 +438,17 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         )
         presence = DEFAULTS["SESSION_PRESENCE"]
 
+    tracing = merged["TRACING"]
+    if not isinstance(tracing, bool):
+        problems.append(
+            SettingsProblem(
+                CHECK_IDS["bad-tracing"],
+                f"WEFT['TRACING'] must be True or False, got {tracing!r}",
+                hint="True (the default) traces when opentelemetry-api is installed.",
+            )
+        )
+        tracing = DEFAULTS["TRACING"]
+
     schedules, schedule_problems = parse_declared(merged["SCHEDULES"])
     for kind, message in schedule_problems:
         problems.append(SettingsProblem(CHECK_IDS[kind], message))
@@ -464,6 +481,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         queues=queues,
         replay_check_sample=positive_int("REPLAY_CHECK_SAMPLE"),
         engine_record_retention_ms=record_retention_ms,
+        tracing=tracing,
         raw=dict(user),
     )
     return settings, problems

@@ -255,6 +255,10 @@ class WorkflowRun(models.Model):
     queue = models.CharField(max_length=100, null=True, blank=True, db_index=True)
     priority = models.IntegerField(default=0)
     concurrency_key = models.CharField(max_length=200, null=True, blank=True)
+    # Tracing (the ``otel`` extra): the W3C carrier (``traceparent``,
+    # ``tracestate``) of the span that started the run, so an engine or a Celery
+    # node on another machine continues the caller's trace. Ids only, never data.
+    trace_context = models.JSONField(null=True, blank=True)
 
     objects = WorkflowRunQuerySet.as_manager()
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from weft_django.clock import now_ms
 from weft_django.conf import get_settings
 from weft_django.durations import to_ms
-from weft_django.engine import operations, queues, start_statement
+from weft_django.engine import operations, queues, start_statement, tracing
 from weft_django.engine.aclient import AsyncHandleMethods, asyncify
 from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations import latest_run
@@ -159,7 +159,41 @@ def start(
     """Write a ``pending`` run; an engine picks it up. Nothing is claimed here.
 
     ``queue`` (default: the workflow's ``@workflow(queue=...)``),
-    ``priority`` and ``concurrency_key``: flow control (``engine.queues``)."""
+    ``priority`` and ``concurrency_key``: flow control (``engine.queues``).
+    Traced as ``weft.start <name>`` (``engine.tracing``): its context is the
+    run's ``trace_context``, written by the insert itself."""
+    with tracing.start_span(name, source="client", workflow_id=workflow_id) as span:
+        handle = _start(
+            name,
+            input,
+            workflow_id=workflow_id,
+            idempotency_key=idempotency_key,
+            start_after=start_after,
+            start_at=start_at,
+            execution_timeout=execution_timeout,
+            on_conflict=on_conflict,
+            queue=queue,
+            priority=priority,
+            concurrency_key=concurrency_key,
+        )
+        tracing.annotate(span, workflow_id=handle.workflow_id, run_id=handle.run_id)
+        return handle
+
+
+def _start(
+    name: str,
+    input: Any,
+    *,
+    workflow_id: str | None,
+    idempotency_key: str | None,
+    start_after: timedelta | float | None,
+    start_at: datetime | None,
+    execution_timeout: timedelta | float | None,
+    on_conflict: Literal["error", "start-new"],
+    queue: str | None,
+    priority: int,
+    concurrency_key: str | None,
+) -> WorkflowHandle:
     definition = get_workflow(name)  # UnknownWorkflowType before anything is written
     queue_fields = queues.run_fields(
         queue if queue is not None else definition.queue, priority, concurrency_key
@@ -216,6 +250,7 @@ def start(
         idempotency_key=idempotency_key,
         start_at=begin_at,
         deadline_at=deadline,
+        trace_context=tracing.carrier(),
         **queue_fields,
     )
     live = UniqueAbsence("one live run per workflow id")
@@ -251,6 +286,7 @@ def _start_in_one_statement(
         input=stored_input,
         start_at=begin_at,
         deadline_at=deadline,
+        trace_context=tracing.carrier(),
         **queue_fields,
     )
     if not start_statement.applies(run, db):

@@ -47,6 +47,7 @@ from django.utils import timezone
 from weft_django.choices import LIVE_STATUSES as LIVE_RUN_STATUSES
 from weft_django.clock import wall_ms
 from weft_django.conf import get_settings
+from weft_django.engine import tracing
 from weft_django.engine.activity_context import ActivityInfo, activity_info
 from weft_django.engine.definitions import ActivityDefinition
 from weft_django.engine.payload import normalize
@@ -181,7 +182,7 @@ async def _send_and_wait(message: RoutedMessage, token_hash: str, db: str) -> An
     info: ActivityInfo = activity_info()
     deadline = info.deadline
     deadline_ms = int(deadline.timestamp() * 1000) if deadline is not None else None
-    message = dataclasses.replace(message, deadline_ms=deadline_ms)
+    message = dataclasses.replace(message, deadline_ms=deadline_ms, trace_context=tracing.carrier())
     dispatcher = dispatchers.current()
     if dispatcher is None:
         raise RoutingUnavailable(

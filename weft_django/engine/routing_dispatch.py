@@ -25,7 +25,8 @@ class RoutedMessage:
     ``token`` is the raw single-use token (only its hash is stored);
     ``args``/``kwargs`` are JSON payloads; ``deadline_ms`` (wall clock) is
     when the attempt times out on the owner -- a message still queued then
-    is useless, and ``expires_s`` says so to the broker.
+    is useless, and ``expires_s`` says so to the broker. ``trace_context``:
+    ids only (a W3C carrier), never data.
     """
 
     token: str
@@ -40,6 +41,8 @@ class RoutedMessage:
     epoch: int
     idempotency_key: str
     deadline_ms: int | None
+    #: The sending attempt's span as a W3C carrier (``engine.tracing``), or None.
+    trace_context: dict[str, str] | None = None
 
     @property
     def expires_s(self) -> float | None:

@@ -21,6 +21,7 @@ from typing import Any
 from django.db.models import F
 
 from weft_django.conf import get_settings
+from weft_django.engine import tracing
 from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations._loop import Prepared, commit_with_retries
 from weft_django.engine.payload import normalize
@@ -37,7 +38,17 @@ def signal_with_start(
     name: str, input: Any, workflow_id: str, signal: str, payload: Any = None
 ) -> tuple[WorkflowRun, SignalMessage, bool]:
     """Returns ``(run, message, started)``; ``started`` is ``True`` when this
-    call created the run."""
+    call created the run (traced as ``weft.start <name>``, ``engine.tracing``:
+    a run it creates carries the span's context)."""
+    with tracing.start_span(name, source="signal-with-start", workflow_id=workflow_id) as span:
+        run, message, started = _signal_with_start(name, input, workflow_id, signal, payload)
+        tracing.annotate(span, run_id=str(run.pk), start_created=started)
+        return run, message, started
+
+
+def _signal_with_start(
+    name: str, input: Any, workflow_id: str, signal: str, payload: Any
+) -> tuple[WorkflowRun, SignalMessage, bool]:
     get_workflow(name)  # UnknownWorkflowType before anything is written
     stored_input = normalize("workflow input", input)
     workflow_id = validate_workflow_id(workflow_id)
@@ -81,7 +92,13 @@ def _signal_live(
 def _start_signalled(
     name: str, input: Any, workflow_id: str, signal: str, payload: Any, db: str
 ) -> Prepared[tuple[WorkflowRun, SignalMessage, bool]]:
-    run = WorkflowRun(workflow_id=workflow_id, name=name, status="pending", input=input)
+    run = WorkflowRun(
+        workflow_id=workflow_id,
+        name=name,
+        status="pending",
+        input=input,
+        trace_context=tracing.carrier(),
+    )
     message = SignalMessage(run_id=run.pk, name=signal, payload=payload)
     live = UniqueAbsence("one live run per workflow id")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from weft_django.conf import get_settings
+from weft_django.engine import tracing
 from weft_django.engine.definitions import get_workflow
 from weft_django.engine.payload import normalize
 from weft_django.engine.wakes import Wake, announce
@@ -31,7 +32,17 @@ def start_run(
 
     ``WorkflowAlreadyRunning`` when a live run of another key holds the id;
     ``IdempotencyConflictError`` when the key names a run of another workflow.
+    Traced as ``weft.start <name>`` (``engine.tracing``) when it creates the run.
     """
+    with tracing.start_span(name, source="schedule", workflow_id=workflow_id) as span:
+        run, created = _start_run(name, input, workflow_id, idempotency_key)
+        tracing.annotate(span, run_id=str(run.pk), start_created=created)
+        return run, created
+
+
+def _start_run(
+    name: str, input: Any, workflow_id: str, idempotency_key: str | None
+) -> tuple[WorkflowRun, bool]:
     get_workflow(name)  # UnknownWorkflowType before anything is written
     stored_input = normalize("workflow input", input)
     workflow_id = validate_workflow_id(workflow_id)
@@ -58,6 +69,7 @@ def start_run(
         status="pending",
         input=stored_input,
         idempotency_key=idempotency_key,
+        trace_context=tracing.carrier(),
     )
     live = UniqueAbsence("one live run per workflow id")
     if not conditional_batch([live], [Insert(run, live)], using=db).committed:

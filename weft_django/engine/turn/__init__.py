@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 
+from weft_django.engine import tracing
 from weft_django.engine.definitions import get_workflow
 from weft_django.engine.errors_codec import error_record
 from weft_django.engine.replay import ContinuedAsNew, Diverged, Failed, Finished, Leaf, Replay
@@ -54,8 +55,20 @@ class Turn(TurnState):
         attention = self.host.turn_attention
         key = str(self.run.pk)
         attention[key] = self.attention
+        run, host = self.run, self.host
         try:
-            return self._drive()
+            with tracing.turn_span(
+                name=run.name,
+                workflow_id=run.workflow_id,
+                run_id=key,
+                carrier=run.trace_context,
+                engine_id=host.engine_id,
+                epoch=host.epoch_for(run.workflow_id) if tracing.enabled() else 0,
+            ) as span:
+                self.trace_span = span
+                status = self._drive()
+                tracing.annotate(span, turn_outcome=status)
+                return status
         finally:
             attention.pop(key, None)
             # Whatever ended the turn, nothing it started may still be recorded.
@@ -69,6 +82,9 @@ class Turn(TurnState):
                 except UnknownWorkflowType as exc:
                     stop(self, "suspended", error=error_record(exc), release=True)
                     return "suspended"
+                if self.trace_span is not None:  # the journal's length at the turn's start
+                    tracing.annotate(self.trace_span, turn_position=self.replay.next_position)
+                    self.trace_span = None
             outcome = self.replay.advance()
             self._note_abandoned()
             if self.replay.cancelled is not None and isinstance(outcome, Finished | Failed):

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from weft_django.clock import wall_ms
+from weft_django.engine import tracing
 from weft_django.engine.activity_context import (
     ActivityInfo,
     AttemptControl,
@@ -103,6 +104,7 @@ def start_attempt(
             lambda control: _info(turn, leaf, number, control),
             on_success,
             secret,
+            span_for=lambda: attempt_span(turn, leaf, definition, number),
         )
     control = AttemptControl(
         wall_ms,  # the executor's clock: an attempt's timeouts are real time
@@ -115,9 +117,12 @@ def start_attempt(
             attempt=number,
         ),
     )
-    handle = host.activity_executor.submit(
-        definition, args, kwargs, _info(turn, leaf, number, control)
-    )
+    span = attempt_span(turn, leaf, definition, number)
+    with tracing.current(span):  # the attempt runs in a copy of this context
+        handle = host.activity_executor.submit(
+            definition, args, kwargs, _info(turn, leaf, number, control)
+        )
+    tracing.end_with_future(span, handle.future)
     handle.future.add_done_callback(lambda _: turn.attention.set())
     turn.attempts[leaf.id] = PendingAttempt(leaf, definition, number, handle, on_success, secret)
     return False
@@ -150,17 +155,27 @@ def _run_atomic(
     # inside the body's transaction, before its own rows (the lock order).
     info = _info(turn, leaf, number, AttemptControl(wall_ms))
     began = time.monotonic()
-    ended = run_atomic(
-        definition,
-        tuple(args),
-        dict(kwargs),
-        info,
-        db=turn.db,
-        clock_ms=wall_ms,
-        prepare=prepare,
-        commit=commit,
-    )
+    span = attempt_span(turn, leaf, definition, number)
+    try:
+        with tracing.current(span):
+            ended = run_atomic(
+                definition,
+                tuple(args),
+                dict(kwargs),
+                info,
+                db=turn.db,
+                clock_ms=wall_ms,
+                prepare=prepare,
+                commit=commit,
+            )
+    except BaseException as exc:
+        tracing.end_attempt(span, ok=False, error=exc)
+        raise
     failure = ended.failure
+    if failure is not None:
+        tracing.end_attempt(span, ok=failure.ok, error=failure.error, timed_out=failure.timed_out)
+    else:
+        tracing.end_attempt(span, ok=ended.unrecordable is None, error=ended.unrecordable)
     outcome = (
         attempt_outcome(failure.ok, failure.timed_out)
         if failure is not None
@@ -276,6 +291,25 @@ def finish_outcome(
     return True
 
 
+def attempt_span(turn: TurnState, leaf: Leaf, definition: ActivityDefinition, number: int) -> Any:
+    """The attempt's ``weft.activity <name>`` span (``None``: tracing is off)."""
+    if not tracing.enabled():
+        return None
+    host = turn.host
+    run = turn.run
+    return tracing.attempt_span(
+        activity=definition.name,
+        position=leaf.id,
+        attempt=number,
+        workflow_name=run.name,
+        workflow_id=run.workflow_id,
+        run_id=str(run.pk),
+        engine_id=host.engine_id,
+        epoch=host.epoch_for(run.workflow_id),
+        celery_queue=definition.celery_queue,
+    )
+
+
 def _info(turn: TurnState, leaf: Leaf, number: int, control: AttemptControl) -> ActivityInfo:
     """The attempt's ``activity_info()``; the executor sets ``deadline`` when it starts."""
     host = turn.host
@@ -295,6 +329,7 @@ def _info(turn: TurnState, leaf: Leaf, number: int, control: AttemptControl) -> 
 __all__ = [
     "OnSuccess",
     "PendingAttempt",
+    "attempt_span",
     "finish_attempt",
     "finish_outcome",
     "run_activity",

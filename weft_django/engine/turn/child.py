@@ -14,7 +14,7 @@ import os
 
 from django.utils import timezone
 
-from weft_django.engine import external
+from weft_django.engine import external, tracing
 from weft_django.engine import signals as weft_signals
 from weft_django.engine.commands import StartChild
 from weft_django.engine.definitions import has_workflow
@@ -79,9 +79,15 @@ def _start(turn: TurnState, leaf: Leaf, command: StartChild, child_id: str, now:
     )
     absence = UniqueAbsence(f"live-run:{child_id}")
     fold = prepare_claim_fold(turn.host, child_id)
-    result = turn.commit(
-        [Insert(new, absence)], folds=[fold] if fold else [], on_lost_race="return"
-    )
+    # The child continues the parent's trace: its start span (under this turn's)
+    # is the child's stored context, inserted by the parent's fenced batch.
+    with tracing.start_span(command.name, source="child", workflow_id=child_id) as span:
+        tracing.annotate(span, run_id=str(new.pk), parent_run_id=str(turn.run.pk))
+        new.trace_context = tracing.carrier()
+        result = turn.commit(
+            [Insert(new, absence)], folds=[fold] if fold else [], on_lost_race="return"
+        )
+        tracing.annotate(span, start_created=result.committed)
     if not result.committed:
         return turn.settle(
             leaf,

@@ -96,6 +96,8 @@ class TurnState:
         # Writes that ride on the turn's next commit (the void of an abandoned
         # command's async token): fenced like everything else, no batch of their own.
         self.deferred: list[Write] = []
+        # The turn's span until its starting position is noted (``engine.tracing``).
+        self.trace_span: Any = None
 
     @property
     def known_timers(self) -> dict[tuple[str, int | None], Timer] | None:

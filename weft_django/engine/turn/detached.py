@@ -18,6 +18,7 @@ import os
 from django.utils import timezone
 
 from weft_django.engine import signals as weft_signals
+from weft_django.engine import tracing
 from weft_django.engine.commands import StartChild
 from weft_django.engine.definitions import has_workflow
 from weft_django.engine.errors_codec import error_record
@@ -54,9 +55,15 @@ def start_detached(
     absence = UniqueAbsence(f"live-run:{child_id}")
     fold = prepare_claim_fold(turn.host, child_id)
     event = Event(turn.replay.next_position, command.kind, leaf.id, command.target, child_id)
-    result = turn.commit(
-        [Insert(new, absence)], [event], folds=[fold] if fold else [], on_lost_race="return"
-    )
+    # Detached, yet in the parent's trace (``engine.tracing``): the start span's
+    # context is the child's, inserted by the parent's fenced batch.
+    with tracing.start_span(command.name, source="detached-child", workflow_id=child_id) as span:
+        tracing.annotate(span, run_id=str(new.pk), parent_run_id=str(turn.run.pk))
+        new.trace_context = tracing.carrier()
+        result = turn.commit(
+            [Insert(new, absence)], [event], folds=[fold] if fold else [], on_lost_race="return"
+        )
+        tracing.annotate(span, start_created=result.committed)
     if not result.committed:
         return turn.settle(
             leaf,

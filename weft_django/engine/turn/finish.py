@@ -17,6 +17,7 @@ from typing import Any, Literal
 from django.utils import timezone
 
 from weft_django.engine import signals as weft_signals
+from weft_django.engine import tracing
 from weft_django.engine.errors_codec import error_record
 from weft_django.engine.payload import normalize
 from weft_django.engine.run_metrics import record_run_end
@@ -73,6 +74,7 @@ def stop(
     else:
         values["finished_at"] = timezone.now()
     registry = host.registry
+    epoch = host.epoch_for(wid) if tracing.enabled() else 0  # before the release forgets it
     transition = registry.prepare_release(wid, reason=status) if (release and registry) else None
     held, turn.held_result = turn.held_result, None
     committed = False
@@ -95,6 +97,14 @@ def stop(
         if transition is not None and registry is not None:
             registry.finish_release(wid, committed)
     record_run_end(host.metrics, run.name, status, run.created_at)
+    if status != "suspended":  # suspended is not an end: resume may go on
+        tracing.run_ended(
+            run,
+            status,
+            engine_id=host.engine_id,
+            epoch=epoch,
+            error_type=(error or {}).get("type") if isinstance(error, dict) else None,
+        )
     cancel_abandoned_children(turn)
     announce(Wake("finished", str(run.pk), turn.db, wid))
     if run.parent_id is not None and status != "suspended":
@@ -132,6 +142,8 @@ def continue_as_new(turn: TurnState, new_input: Any) -> None:
         started_at=timezone.now(),
         turn_started_at=turn.host.now_ms(),
         turn_pid=os.getpid(),
+        # The new run goes on in this trace, under the turn that continued it.
+        trace_context=tracing.carrier() or run.trace_context,
     )
     ended = {
         "status": "completed",
@@ -154,6 +166,9 @@ def continue_as_new(turn: TurnState, new_input: Any) -> None:
         run_values=ended,
     )
     record_run_end(turn.host.metrics, run.name, "completed", run.created_at)
+    tracing.run_ended(
+        run, "completed", engine_id=turn.host.engine_id, epoch=turn.host.epoch_for(wid)
+    )
     turn.host.parked_commands.pop(str(run.pk), None)
     turn.run = new
     turn.version = new.version

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from weft_django.clock import wall_ms
+from weft_django.engine import tracing
 from weft_django.engine.activity_context import ActivityInfo, AttemptControl, idempotency_key
 from weft_django.engine.definitions import ActivityDefinition
 from weft_django.engine.replay import Leaf
@@ -36,11 +37,14 @@ def start_routed(
     info_for: Callable[[AttemptControl], ActivityInfo],
     on_success: OnSuccess | None,
     secret: str | None,
+    *,
+    span_for: Callable[[], Any] = lambda: None,
 ) -> bool:
     """Commit the attempt's token row (fenced), then submit its sending body.
 
-    ``info_for(control)`` builds the attempt's ``ActivityInfo``. Returns
-    True: the token row was committed.
+    ``info_for(control)`` builds the attempt's ``ActivityInfo``;
+    ``span_for()`` its span (``engine.tracing``), current while the body
+    sends, so the message carries it. Returns True: the token row was committed.
     """
     host = turn.host
     workflow_id = turn.run.workflow_id
@@ -69,7 +73,10 @@ def start_routed(
     turn.commit(writes)
     proxy = routed_definition(definition, body)
     control = AttemptControl(wall_ms)
-    handle = host.activity_executor.submit(proxy, (), {}, info_for(control))
+    span = span_for()
+    with tracing.current(span):  # the sending body runs in a copy of this context
+        handle = host.activity_executor.submit(proxy, (), {}, info_for(control))
+    tracing.end_with_future(span, handle.future)
     handle.future.add_done_callback(lambda _: turn.attention.set())
     turn.attempts[leaf.id] = PendingAttempt(leaf, proxy, number, handle, on_success, secret)
     return True

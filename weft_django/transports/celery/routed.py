@@ -93,6 +93,7 @@ def run_routed(message: RoutedMessage, *, worker: str = "") -> str:
     recorded (the fence refused it).
     """
     # Imported here: install_routing runs while the settings may still load.
+    from weft_django.engine import tracing
     from weft_django.engine.activity_context import (
         ActivityInfo,
         AttemptControl,
@@ -131,7 +132,19 @@ def run_routed(message: RoutedMessage, *, worker: str = "") -> str:
         control=AttemptControl(wall_ms),
     )
     try:
-        with activity_scope(info):
+        with (
+            tracing.routed_span(
+                activity=message.activity,
+                carrier=message.trace_context,
+                position=message.position,
+                attempt=message.attempt,
+                workflow_id=message.workflow_id,
+                run_id=message.run_id,
+                epoch=message.epoch,
+                worker=worker,
+            ),
+            activity_scope(info),
+        ):
             if definition.is_async:
                 value = asyncio.run(definition.fn(*message.args, **message.kwargs))
             else:
