@@ -16,7 +16,7 @@ string or a command line gives.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final, Literal
 
 from django.utils import timezone
@@ -52,6 +52,18 @@ _BOOL_TEXT: Final[dict[str, bool]] = {
     "yes": True,
     "no": False,
 }
+
+
+def storable_text(value: str) -> bool:
+    """No NUL character and no lone surrogate: a text column of PostgreSQL
+    (and a UTF-8 encoder) refuses them."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_declared(value: object) -> tuple[dict[str, AttributeType], list[tuple[str, str]]]:
@@ -111,6 +123,8 @@ def check_value(name: str, kind: str, value: object) -> AttributeValue:
     if kind == "str":
         if not isinstance(value, str):
             raise TypeError(f"{where} takes a str, got {value!r:.100}")
+        if not storable_text(value):
+            raise ValueError(f"{where} must not contain NUL or lone surrogate characters")
         if len(value) > MAX_STR_LENGTH:
             raise ValueError(
                 f"{where} takes at most {MAX_STR_LENGTH} characters, got {len(value)}: "
@@ -139,7 +153,11 @@ def check_value(name: str, kind: str, value: object) -> AttributeValue:
             raise TypeError(f"{where} takes a datetime, got {value!r:.100}")
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{where} takes an aware datetime (with a time zone), got {value!r}")
-        return value
+        try:
+            # In UTC: PostgreSQL refuses offsets past 15:59, and values compare in UTC.
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(f"{where} is out of range in UTC, got {value!r}") from None
     raise TypeError(f"search attribute {name!r} has unknown type {kind!r}")
 
 
@@ -180,9 +198,13 @@ def parse_moment(text: str, where: str) -> datetime:
         moment = None
     if moment is None:
         raise ValueError(f"{where} takes an ISO 8601 datetime, got {text!r:.100}")
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
-    return moment
+    try:
+        if timezone.is_naive(moment):
+            moment = timezone.make_aware(moment)
+        # In UTC: PostgreSQL refuses offsets past 15:59, and values compare in UTC.
+        return moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ValueError(f"{where}: {text!r:.100} is out of range") from None
 
 
 def to_json(kind: str, value: AttributeValue | None) -> object:
@@ -216,5 +238,6 @@ __all__ = [
     "parse_declared",
     "parse_moment",
     "parse_text",
+    "storable_text",
     "to_json",
 ]

@@ -216,7 +216,11 @@ def test_is_empty_and_describe(declared: None) -> None:
 def test_naive_datetimes_are_read_in_the_current_time_zone(declared: None, settings: Any) -> None:
     settings.TIME_ZONE = "Europe/Paris"
     moment = RunFilter.from_params({"created_after": "2026-06-01T12:00:00"}).created_after
-    assert moment is not None and moment.utcoffset() == timedelta(hours=2)
+    assert moment == datetime(2026, 6, 1, 10, tzinfo=UTC)  # 12:00 in Paris (summer)
+    assert moment is not None and moment.utcoffset() == timedelta(0)  # held in UTC
+    # PostgreSQL refuses offsets past 15:59: any offset Python takes is held in UTC.
+    far = RunFilter.from_params({"created_before": "0405-11-28T03:15:04+19:18"}).created_before
+    assert far is not None and far.tzinfo is UTC
 
 
 @settings(max_examples=200, deadline=None)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -36,6 +36,7 @@ from weft_django.search_attribute_types import (
     check_value,
     parse_moment,
     parse_text,
+    storable_text,
 )
 
 RangeOp = Literal[">", ">=", "<", "<="]
@@ -74,9 +75,12 @@ def _tuple(key: str, value: Any) -> tuple[str, ...]:
         raise InvalidRunFilter(key, repr(value), "must be a string or a list of strings")
     items = tuple(value)
     for item in items:
-        if not isinstance(item, str) or not item or len(item) > 200:
+        if not isinstance(item, str) or not item or len(item) > 200 or not storable_text(item):
             raise InvalidRunFilter(
-                key, repr(item), "must be a non-empty string of at most 200 characters"
+                key,
+                item if isinstance(item, str) else repr(item),
+                "must be a non-empty string of at most 200 characters (no NUL, no lone "
+                "surrogate)",
             )
     return items
 
@@ -127,7 +131,10 @@ class RunFilter:
                     "status", status, "unknown status (one of " + ", ".join(RUN_STATUSES) + ")"
                 )
         if self.parent is not None and (
-            not isinstance(self.parent, str) or not self.parent or len(self.parent) > 200
+            not isinstance(self.parent, str)
+            or not self.parent
+            or len(self.parent) > 200
+            or not storable_text(self.parent)
         ):
             raise InvalidRunFilter("parent", repr(self.parent), "must be a workflow id")
         for key in TIME_KEYS:
@@ -138,6 +145,10 @@ class RunFilter:
                 raise InvalidRunFilter(key, repr(moment), "must be a datetime")
             if moment.tzinfo is None or moment.utcoffset() is None:
                 raise InvalidRunFilter(key, moment.isoformat(), "must be an aware datetime")
+            try:
+                put(self, key, moment.astimezone(UTC))  # PostgreSQL refuses offsets past 15:59
+            except OverflowError:
+                raise InvalidRunFilter(key, moment.isoformat(), "is out of range") from None
         for what in ("created", "finished"):
             after, before = getattr(self, f"{what}_after"), getattr(self, f"{what}_before")
             if after is not None and before is not None and after >= before:
