@@ -79,8 +79,7 @@ def _tuple(key: str, value: Any) -> tuple[str, ...]:
             raise InvalidRunFilter(
                 key,
                 item if isinstance(item, str) else repr(item),
-                "must be a non-empty string of at most 200 characters (no NUL, no lone "
-                "surrogate)",
+                "must be a non-empty string of at most 200 characters (no NUL, no lone surrogate)",
             )
     return items
 
