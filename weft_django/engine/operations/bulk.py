@@ -28,39 +28,23 @@ and every run of a chunk whose batch lost a race.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from django.db import IntegrityError
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
-from django.utils import timezone
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from weft_django.clock import now_ms
 from weft_django.conf import get_settings
+from weft_django.engine.operations.bulk_writes import FIELDS, cancel_batch, reactivate_batch
 from weft_django.engine.operations.cancel import cancel, default_grace_ms
 from weft_django.engine.operations.wake import resume, retry
 from weft_django.engine.run_filters import RunFilter
 from weft_django.engine.run_metrics import record_stops
 from weft_django.engine.wakes import Wake, WakeSubject, announce_many
 from weft_django.errors import InvalidRunFilter, InvalidTransitionError, WorkflowNotFound
-from weft_django.models import (
-    DRIVABLE_STATUSES,
-    LIVE_STATUSES,
-    JournalEntry,
-    Timer,
-    WorkflowClaim,
-    WorkflowRun,
-)
-from weft_django.ownership.batch import (
-    Condition,
-    Delete,
-    RunCondition,
-    Update,
-    Write,
-    conditional_batch,
-)
-from weft_django.ownership.transitions import ClaimSnapshot, build_bulk_rotation
+from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, TERMINAL_STATUSES, WorkflowRun
+from weft_django.ownership.batch import conditional_batch
 
 BulkAction = Literal["cancel", "resume", "retry"]
 BULK_ACTIONS: tuple[BulkAction, ...] = ("cancel", "resume", "retry")
@@ -70,7 +54,6 @@ MAX_CHUNK_SIZE = 1000
 Progress = Callable[[int, int], None]
 
 _RETRYABLE = ("failed", "timed_out")
-_FIELDS = ("pk", "workflow_id", "name", "status", "parent_id", "created_at", "cancel_requested_at")
 
 
 @dataclass(frozen=True)
@@ -97,6 +80,18 @@ class BulkResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class BulkLog:
+    """Which runs a bulk operation changed and why it skipped the others
+    (the admin's one summary and its ``LogEntry`` rows; optional)."""
+
+    #: ``{"pk", "workflow_id", "name", "status"}`` of each run changed (status before).
+    changed: list[dict[str, Any]] = field(default_factory=list)
+    #: ``(workflow_id, reason)``: "already finished", "already cancelling", a status
+    #: ("parked"), "not the latest run of their workflow id", "changed meanwhile".
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -148,14 +143,70 @@ def run_many(
             f"this filter matches every run: {action}_many refuses it unless asked for every "
             "run (allow_all=True; the API's \"all\": true; the command's --all)",
         )
+    db = get_settings().database
+    return _run(
+        action,
+        filter.queryset(db),
+        db,
+        described=filter.describe(),
+        dry_run=dry_run,
+        reason=reason,
+        progress=progress,
+        chunk_size=chunk_size,
+        actor=actor,
+    )
+
+
+def run_many_on(
+    action: BulkAction,
+    runs: QuerySet[WorkflowRun],
+    *,
+    reason: str = "",
+    progress: Progress | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    actor: str = "client",
+    log: BulkLog | None = None,
+    described: str = "(selected runs)",
+) -> BulkResult:
+    """``run_many`` over runs picked another way (the admin's selection, its
+    "select all" over a filtered changelist): the same chunks, the same fence.
+    No ``allow_all`` check: the caller's selection is explicit."""
+    if action not in BULK_ACTIONS:
+        raise ValueError(f"bulk action must be one of {', '.join(BULK_ACTIONS)}, got {action!r}")
+    db = get_settings().database
+    chosen = WorkflowRun.objects.using(db).filter(pk__in=runs.order_by().values("pk"))
+    return _run(
+        action,
+        chosen,
+        db,
+        described=described,
+        dry_run=False,
+        reason=reason,
+        progress=progress,
+        chunk_size=chunk_size,
+        actor=actor,
+        log=log,
+    )
+
+
+def _run(
+    action: BulkAction,
+    runs: QuerySet[WorkflowRun],
+    db: str,
+    *,
+    described: str,
+    dry_run: bool,
+    reason: str,
+    progress: Progress | None,
+    chunk_size: int,
+    actor: str,
+    log: BulkLog | None = None,
+) -> BulkResult:
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
         raise ValueError(f"chunk_size must be an integer, got {chunk_size!r}")
     if not 1 <= chunk_size <= MAX_CHUNK_SIZE:
         raise ValueError(f"chunk_size must be from 1 to {MAX_CHUNK_SIZE}, got {chunk_size}")
-    db = get_settings().database
-    runs = filter.queryset(db)
     total = runs.count()
-    described = filter.describe()
     if dry_run:
         would = _eligible(action, runs).count()
         return BulkResult(action, total, would, total - would, True, filter=described)
@@ -164,14 +215,14 @@ def run_many(
     ordered = runs.order_by("pk")
     if action == "retry":
         ordered = ordered.annotate(superseded=_newer_run())
-    fields = (*_FIELDS, "superseded") if action == "retry" else _FIELDS
+    fields = (*FIELDS, "superseded") if action == "retry" else FIELDS
     while True:
         page = ordered if last is None else ordered.filter(pk__gt=last)
         rows = list(page.values(*fields)[:chunk_size])
         if not rows:
             break
         last = rows[-1]["pk"]
-        outcome = _apply_chunk(action, rows, db, reason=reason, actor=actor)
+        outcome = _apply_chunk(action, rows, db, reason=reason, actor=actor, log=log)
         changed += outcome.changed
         skipped += outcome.skipped
         cascaded += outcome.cascaded
@@ -187,35 +238,56 @@ def run_many(
 
 # -- one chunk -------------------------------------------------------------------
 def _apply_chunk(
-    action: BulkAction, rows: list[dict[str, Any]], db: str, *, reason: str, actor: str
+    action: BulkAction,
+    rows: list[dict[str, Any]],
+    db: str,
+    *,
+    reason: str,
+    actor: str,
+    log: BulkLog | None = None,
 ) -> _Chunk:
     batched: list[dict[str, Any]] = []
     one_by_one: list[dict[str, Any]] = []
+    refused: list[tuple[str, str]] = []
     for row in rows:
-        if action == "cancel":
-            if row["status"] not in LIVE_STATUSES or row["cancel_requested_at"] is not None:
-                continue
-            if row["status"] in DRIVABLE_STATUSES and _has_grace(row):
-                one_by_one.append(row)  # a graceful request: the per-run path
-                continue
-        elif action == "resume":
-            if row["status"] != "suspended":
-                continue
-        elif row["status"] not in _RETRYABLE or row["superseded"]:
-            continue
-        batched.append(row)
-    changed = cascaded = 0
+        why = _not_applicable(action, row)
+        if why is not None:
+            refused.append((row["workflow_id"], why))
+        elif action == "cancel" and row["status"] in DRIVABLE_STATUSES and _has_grace(row):
+            one_by_one.append(row)  # a graceful request: the per-run path
+        else:
+            batched.append(row)
+    changed: list[dict[str, Any]] = []
+    cascaded = 0
     if batched:
         done = _commit_batched(action, batched, db, reason=reason, actor=actor)
         if done is None:
             one_by_one.extend(batched)  # lost a race: run by run, each re-checked
         else:
-            changed += len(batched)
+            changed.extend(batched)
             cascaded += done
     for row in one_by_one:
         if _one(action, row, db, reason=reason, actor=actor):
-            changed += 1
-    return _Chunk(changed, len(rows) - changed, cascaded)
+            changed.append(row)
+        else:
+            refused.append((row["workflow_id"], "changed meanwhile"))
+    if log is not None:
+        log.changed.extend(changed)
+        log.skipped.extend(refused)
+    return _Chunk(len(changed), len(rows) - len(changed), cascaded)
+
+
+def _not_applicable(action: BulkAction, row: dict[str, Any]) -> str | None:
+    """Why ``action`` does not apply to ``row`` as read (``None``: it does)."""
+    status = row["status"]
+    if action == "retry" and row.get("superseded"):
+        return "not the latest run of their workflow id"
+    wanted = {"cancel": LIVE_STATUSES, "resume": ("suspended",), "retry": _RETRYABLE}[action]
+    if status not in wanted:
+        return "already finished" if status in TERMINAL_STATUSES else str(status)
+    if action == "cancel" and row["cancel_requested_at"] is not None:
+        return "already cancelling"
+    return None
 
 
 def _has_grace(row: dict[str, Any]) -> bool:
@@ -249,9 +321,9 @@ def _commit_batched(
     """Commit the chunk's batch; the descendants it cascaded to, or ``None``
     when a condition failed (nothing written)."""
     if action == "cancel":
-        conditions, writes, ended, cascade = _cancel_batch(rows, db, reason=reason, actor=actor)
+        conditions, writes, ended, cascade = cancel_batch(rows, db, reason=reason, actor=actor)
     else:
-        conditions, writes = _reactivate_batch(action, rows)
+        conditions, writes = reactivate_batch(action, rows)
         ended, cascade = [], []
     try:
         result = conditional_batch(conditions, writes, using=db)
@@ -271,142 +343,13 @@ def _commit_batched(
     return len(cascade)
 
 
-def _run_conditions(rows: Sequence[dict[str, Any]]) -> list[Condition]:
-    return [
-        RunCondition(r["pk"], statuses=frozenset({r["status"]}), label=f"run:{r['workflow_id']}")
-        for r in rows
-    ]
-
-
-def _cancel_batch(
-    rows: list[dict[str, Any]], db: str, *, reason: str, actor: str
-) -> tuple[list[Condition], list[Write], list[dict[str, Any]], list[dict[str, Any]]]:
-    """``run_stop(cancel_spec(reason))`` of every row, cascade included, grouped."""
-    cascade = _live_descendants(rows, db)
-    ended = [*rows, *cascade]
-    conditions = _run_conditions(ended)
-    finished = timezone.now()
-
-    def stopped(error: dict[str, Any]) -> dict[str, Any]:
-        return {"status": "cancelled", "version": F("version") + 1, "error": error,
-                "finished_at": finished}  # fmt: skip
-
-    writes: list[Write] = [
-        Update(
-            WorkflowRun,
-            {"pk__in": [r["pk"] for r in rows]},
-            stopped({"type": "Cancelled", "message": reason or "cancelled"}),
-        )
-    ]
-    by_top: dict[str, list[Any]] = {}
-    for child in cascade:
-        by_top.setdefault(child["top"], []).append(child["pk"])
-    for top, pks in by_top.items():
-        message = f"parent {top} was cancelled"
-        writes.append(
-            Update(WorkflowRun, {"pk__in": pks}, stopped({"type": "Cancelled", "message": message}))
-        )
-    ended_pks = {r["pk"] for r in ended}
-    writes.append(Delete(Timer, {"run_id__in": sorted(ended_pks, key=str)}))
-    parents = sorted({r["parent_id"] for r in ended if r["parent_id"] not in (None, *ended_pks)})
-    if parents:  # a child reached a terminal state: wake its parent (``store.bump_parent``)
-        writes.append(Update(WorkflowRun, {"pk__in": parents}, {"wake_seq": F("wake_seq") + 1}))
-    if get_settings().ownership == "workflow-lease":
-        now = now_ms()
-        snapshots = _snapshots([r["workflow_id"] for r in rows], db)
-        c, w = build_bulk_rotation(snapshots, actor=actor, now=now, reason=reason or "cancel")
-        conditions.extend(c)
-        writes.extend(w)
-        if cascade:
-            snapshots = _snapshots([r["workflow_id"] for r in cascade], db)
-            c, w = build_bulk_rotation(snapshots, actor=actor, now=now, reason="parent cancel")
-            conditions.extend(c)
-            writes.extend(w)
-    return conditions, writes, ended, cascade
-
-
-def _reactivate_batch(
-    action: BulkAction, rows: list[dict[str, Any]]
-) -> tuple[list[Condition], list[Write]]:
-    """``operations.wake``'s resume / retry of every row, grouped."""
-    values: dict[str, Any] = {
-        "status": "pending",
-        "version": F("version") + 1,
-        "wake_seq": F("wake_seq") + 1,
-        "suspended_reason": "",
-        "turn_failures": 0,
-        "turn_retry_at": None,
-        "error": None,
-    }
-    pks = [r["pk"] for r in rows]
-    if action == "retry":
-        values.update(result=None, finished_at=None, deadline_at=None, cancel_deadline_at=None)
-    writes: list[Write] = [Update(WorkflowRun, {"pk__in": pks}, values)]
-    if action == "retry":
-        writes.append(DropTrailingErrors(pks))
-    return _run_conditions(rows), writes
-
-
-@dataclass(frozen=True)
-class DropTrailingErrors:
-    """Retry of many runs: ``wake._DropTrailingErrors`` of each, as one ``DELETE``
-    -- every entry after the run's last entry without an error."""
-
-    run_ids: Sequence[Any]
-
-    def apply(self, using: str) -> None:
-        last_ok = (
-            JournalEntry.objects.using(using)
-            .filter(run_id=OuterRef("run_id"), error__isnull=True)
-            .order_by("-position")
-            .values("position")[:1]
-        )
-        JournalEntry.objects.using(using).filter(run_id__in=list(self.run_ids)).annotate(
-            last_ok=Subquery(last_ok)
-        ).filter(Q(last_ok__isnull=True) | Q(position__gt=F("last_ok"))).delete()
-
-
-def _live_descendants(rows: list[dict[str, Any]], db: str) -> list[dict[str, Any]]:
-    """Every live descendant of ``rows`` not among them, with ``top``: the
-    workflow id of the row it descends from (one query per generation)."""
-    seen = {r["pk"] for r in rows}
-    top_of = {r["pk"]: r["workflow_id"] for r in rows}
-    found: list[dict[str, Any]] = []
-    frontier = list(seen)
-    while frontier:
-        children = list(
-            WorkflowRun.objects.using(db)
-            .filter(parent_id__in=frontier, status__in=LIVE_STATUSES)
-            .values(*_FIELDS)
-        )
-        frontier = []
-        for child in children:
-            if child["pk"] in seen:
-                continue
-            seen.add(child["pk"])
-            top_of[child["pk"]] = child["top"] = top_of[child["parent_id"]]
-            found.append(child)
-            frontier.append(child["pk"])
-    return found
-
-
-def _snapshots(workflow_ids: list[str], db: str) -> list[ClaimSnapshot]:
-    """The claim rows as rotations read them, in one query (absent: epoch 0)."""
-    rows = {
-        row[0]: ClaimSnapshot(*row)
-        for row in WorkflowClaim.objects.using(db)
-        .filter(pk__in=workflow_ids)
-        .values_list("workflow_id", "epoch", "engine_id", "expires_at", "claimed_at")
-    }
-    return [rows.get(wid, ClaimSnapshot(wid)) for wid in sorted(set(workflow_ids))]
-
-
 __all__ = [
     "BULK_ACTIONS",
     "DEFAULT_CHUNK_SIZE",
     "BulkAction",
+    "BulkLog",
     "BulkResult",
-    "DropTrailingErrors",
     "Progress",
     "run_many",
+    "run_many_on",
 ]
