@@ -277,3 +277,57 @@ def test_statements_grow_with_chunks_not_runs(weft_env: Any, action: str) -> Non
     assert one_chunk < 30, one_chunk  # far fewer than one statement per run
     # A chunk more costs about one chunk's statements more, not 30 runs' worth.
     assert two_chunks <= 2 * one_chunk + 2, (one_chunk, two_chunks)
+
+
+def test_a_chunk_announces_each_run_once_after_its_commit(weft_env: Any) -> None:
+    """The wakes of a chunk go out together, after the commit: every cancelled
+    run is announced finished (one NOTIFY statement per chunk on PostgreSQL),
+    every resumed run as a pickup of its workflow id."""
+    from weft_django.engine.wakes import Wake, WakeBackend, backends
+
+    class Recording(WakeBackend):
+        name = "recording"
+
+        def __init__(self) -> None:
+            self.batches: list[list[Wake]] = []
+
+        def deliver(self, wake: Wake) -> None:
+            self.batches.append([wake])
+
+        def deliver_many(self, wakes: list[Wake]) -> None:
+            self.batches.append(list(wakes))
+
+    ids = _start(weft_env, 5, "bk-w")
+    recording = backends.install(Recording())
+    try:
+        listener = None
+        if connection.vendor == "postgresql":
+            import psycopg
+
+            params = connection.get_connection_params()
+            for private in (
+                "cursor_factory",
+                "context",
+                "prepare_threshold",
+                "server_side_binding",
+            ):
+                params.pop(private, None)
+            listener = psycopg.connect(autocommit=True, **params)
+            listener.execute("LISTEN weft_done")
+            listener.execute("LISTEN weft_wake")
+        client.cancel_many(RunFilter(workflow_id=tuple(ids[:3])), chunk_size=2)
+        for wid in ids[3:]:
+            client.suspend(wid)
+        recording.batches.clear()
+        client.resume_many(RunFilter(workflow_id=tuple(ids[3:])))
+        if listener is not None:
+            payloads = {n.payload for n in listener.notifies(timeout=1.0, stop_after=7)}
+            listener.close()
+            cancelled = {str(WorkflowRun.objects.get(workflow_id=w).pk) for w in ids[:3]}
+            assert cancelled <= payloads
+            assert {f"pickup {w}" for w in ids[3:]} <= payloads
+    finally:
+        backends.uninstall(Recording)
+    assert [sorted((w.event, w.workflow_id) for w in batch) for batch in recording.batches] == [
+        [("resume", ids[3]), ("resume", ids[4])]
+    ]
