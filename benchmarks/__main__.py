@@ -29,7 +29,8 @@ BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", 
 #: set -> get_event against a polling loop (issue #18).
 #: ``queues``: start -> complete through a queue against no queue (issue #16).
 #: ``replay_check``: live runs/s the deploy gate replays (issue #20).
-EXTRA = ("memory", "updates", "events", "queues", "replay_check")
+#: ``bulk``: runs/s of cancel_many / retry_many by filter (issue #20).
+EXTRA = ("memory", "updates", "events", "queues", "replay_check", "bulk")
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

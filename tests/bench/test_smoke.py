@@ -1,7 +1,7 @@
 """Smoke tests of the benchmark scripts: one tiny Celery throughput case, the
-runtime benchmark at toy sizes, the replay-check benchmark at 12 runs, and the
-peers benchmark at toy size (its DBOS legs only when ``benchmarks/.venv-dbos``
-exists).
+runtime benchmark at toy sizes, the replay-check benchmark at 12 runs, the bulk
+benchmark at 60 runs, and the peers benchmark at toy size (its DBOS legs only
+when ``benchmarks/.venv-dbos`` exists).
 
 Why: ``python -m benchmarks`` is never part of the suite (minutes long and
 noisy), so without this the scripts rot unnoticed. One configuration
@@ -211,3 +211,29 @@ def test_replay_check_smoke(tmp_path: Path) -> None:
     assert figures["runs"] == figures["checked"] == 12
     assert figures["runs_per_s"] > 0 and doc["baseline"]["one_journal_query_per_run_runs_per_s"] > 0
     assert figures["queries"] <= 4  # names, one chunk, its journals: not one per run
+
+
+def test_bulk_smoke(tmp_path: Path) -> None:
+    """``benchmarks.bulk`` at 60 runs: every bulk operation changes every run,
+    in chunked batches (statements per run well under one), and the baselines run."""
+    from benchmarks.common import with_database
+
+    url = os.environ.get("DATABASE_URL", "")
+    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
+    env = dict(os.environ)
+    env.update(
+        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
+        WEFT_BENCH_OUT=str(tmp_path),
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    argv = [sys.executable, "-m", "benchmarks.bulk", "--quick", "--runs", "60", "--single", "5"]
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-5000:]
+    doc = json.loads((tmp_path / "bulk.json").read_text())
+    assert doc == json.loads(done.stdout)
+    figures = doc["figures"]
+    assert figures["runs"] == 60 and figures["cancel_many_chunks"] == 1
+    assert figures["cancel_many_runs_per_s"] > 0 and figures["retry_many_runs_per_s"] > 0
+    assert figures["cancel_many_statements_per_run"] < 1
+    assert doc["baseline"]["client_cancel_one_by_one_runs_per_s"] > 0
+    assert "cancel_many [" in done.stderr  # the progress bar

@@ -29,6 +29,11 @@ if _missing:
     )
 
 from weft_django.api import views  # noqa: E402  (after the check above)
+from weft_django.api.views.bulk import (  # noqa: E402
+    WorkflowCancelManyView,
+    WorkflowResumeManyView,
+    WorkflowRetryManyView,
+)
 from weft_django.api.views.published import (  # noqa: E402
     WorkflowEventsView,
     WorkflowEventView,
@@ -79,6 +84,10 @@ _WORKFLOW = "workflows/<weft_workflow_id:workflow_id>/"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("workflows/", views.WorkflowListView.as_view(), name="workflow-list"),
+    # Before workflows/<id>/: "cancel-many" is also a valid workflow id (api.views.bulk).
+    path("workflows/cancel-many/", WorkflowCancelManyView.as_view(), name="workflow-cancel-many"),
+    path("workflows/resume-many/", WorkflowResumeManyView.as_view(), name="workflow-resume-many"),
+    path("workflows/retry-many/", WorkflowRetryManyView.as_view(), name="workflow-retry-many"),
     path(_WORKFLOW, views.WorkflowDetailView.as_view(), name="workflow-detail"),
     path(_WORKFLOW + "history/", views.WorkflowHistoryView.as_view(), name="workflow-history"),
     path(_WORKFLOW + "signal/", views.WorkflowSignalView.as_view(), name="workflow-signal"),

@@ -18,16 +18,19 @@ from .fields import (
 )
 from .requests import (
     AsyncErrorSerializer,
+    BulkActionSerializer,
     CancelSerializer,
     ClaimListParams,
     CompleteAsyncSerializer,
     FailAsyncSerializer,
     QuerySerializer,
     ReasonSerializer,
+    RunFilterSerializer,
     RunParams,
     SignalSerializer,
     StartWorkflowSerializer,
     WorkflowListParams,
+    filter_params,
 )
 from .responses import (
     TOKEN_HASH_PREFIX_LEN,
@@ -42,6 +45,7 @@ from .responses import (
 )
 from .results import (
     AsyncSettledSerializer,
+    BulkResultSerializer,
     ClaimCountsSerializer,
     EngineCountsSerializer,
     ErrorSerializer,
@@ -62,6 +66,8 @@ __all__ = [
     "ActivityHeartbeatSerializer",
     "AsyncErrorSerializer",
     "AsyncSettledSerializer",
+    "BulkActionSerializer",
+    "BulkResultSerializer",
     "CancelSerializer",
     "ClaimCountsSerializer",
     "ClaimEventSerializer",
@@ -84,6 +90,7 @@ __all__ = [
     "QueryResultSerializer",
     "QuerySerializer",
     "ReasonSerializer",
+    "RunFilterSerializer",
     "RunParams",
     "SecondsField",
     "SignalAcceptedSerializer",
@@ -96,4 +103,5 @@ __all__ = [
     "WorkflowDetailSerializer",
     "WorkflowListParams",
     "WorkflowSummarySerializer",
+    "filter_params",
 ]

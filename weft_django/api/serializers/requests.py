@@ -208,9 +208,20 @@ class ISODateTimeParam(serializers.DateTimeField):
 
 
 class WorkflowListParams(serializers.Serializer):
-    status = serializers.ChoiceField(choices=list(RUN_STATUSES), required=False)
+    """`GET workflows/`: each value checked alone (the last one of a repeated
+    parameter); the run filter (``RunFilter.from_params``) then reads them all,
+    statuses included (``status=failed,timed_out`` is two)."""
+
+    status = StrictCharField(required=False, max_length=200)
     name = StrictCharField(required=False, max_length=200)
+    workflow = StrictCharField(required=False, max_length=200)
     workflow_id = StrictCharField(required=False, max_length=200)
+    parent = StrictCharField(required=False, max_length=200)
+    attr = StrictCharField(required=False, max_length=400)
+    created_after = ISODateTimeParam(required=False)
+    created_before = ISODateTimeParam(required=False)
+    finished_after = ISODateTimeParam(required=False)
+    finished_before = ISODateTimeParam(required=False)
     updated_after = ISODateTimeParam(required=False)
     updated_before = ISODateTimeParam(required=False)
 
@@ -228,6 +239,80 @@ class WorkflowListParams(serializers.Serializer):
         return attrs
 
 
+def _names(help_text: str) -> serializers.ListField:
+    return serializers.ListField(
+        child=StrictCharField(min_length=1, max_length=200),
+        required=False,
+        max_length=1000,
+        help_text=help_text,
+    )
+
+
+class RunFilterSerializer(serializers.Serializer):
+    """The run filter of a bulk action: every field narrows (AND); lists mean "any of"."""
+
+    status = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(RUN_STATUSES)),
+        required=False,
+        max_length=len(RUN_STATUSES),
+        help_text="Run statuses.",
+    )
+    workflow = _names("Workflow type names.")
+    workflow_id = _names("Exact workflow ids.")
+    parent = StrictCharField(
+        required=False, min_length=1, max_length=200, help_text="Children of this workflow id."
+    )
+    created_after = ISODateTimeParam(required=False, help_text="Created strictly after.")
+    created_before = ISODateTimeParam(required=False, help_text="Created strictly before.")
+    finished_after = ISODateTimeParam(required=False, help_text="Finished strictly after.")
+    finished_before = ISODateTimeParam(required=False, help_text="Finished strictly before.")
+    attr = serializers.ListField(
+        child=StrictCharField(min_length=1, max_length=400),
+        required=False,
+        max_length=100,
+        help_text='Search attribute conditions: "NAME=VALUE", or "NAME>=VALUE" (and >, <, <=) '
+        "for int, float and datetime attributes; VALUE is read by the declared type.",
+    )
+
+
+def filter_params(validated: dict[str, Any]) -> dict[str, Any]:
+    """A validated ``RunFilterSerializer`` as ``RunFilter.from_params`` reads it
+    (strings; a datetime in ISO 8601)."""
+    params: dict[str, Any] = {}
+    for key, value in validated.items():
+        if isinstance(value, list):
+            if value:
+                params[key] = [str(v) for v in value]
+        elif hasattr(value, "isoformat"):
+            params[key] = value.isoformat()
+        else:
+            params[key] = value
+    return params
+
+
+class BulkActionSerializer(serializers.Serializer):
+    """`POST workflows/cancel-many/`, `resume-many/`, `retry-many/`."""
+
+    filter = RunFilterSerializer(
+        required=False, help_text="Which runs; an empty filter needs `all`: true."
+    )
+    dry_run = StrictBooleanField(
+        required=False, default=False, help_text="Count what would change; change nothing."
+    )
+    all = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Act on every run when the filter is empty (else a 400 naming `all`).",
+    )
+    reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=200,
+        help_text="Cancel only: recorded on each run and in its claim event.",
+    )
+
+
 class RunParams(serializers.Serializer):
     run_id = serializers.UUIDField(required=False)
 
@@ -239,13 +324,16 @@ class ClaimListParams(serializers.Serializer):
 
 __all__ = [
     "AsyncErrorSerializer",
+    "BulkActionSerializer",
     "ClaimListParams",
     "CompleteAsyncSerializer",
     "FailAsyncSerializer",
     "QuerySerializer",
     "ReasonSerializer",
+    "RunFilterSerializer",
     "RunParams",
     "SignalSerializer",
     "StartWorkflowSerializer",
     "WorkflowListParams",
+    "filter_params",
 ]

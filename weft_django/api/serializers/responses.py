@@ -11,8 +11,10 @@ help texts) whatever the model's own field options are.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from weft_django import ids
@@ -116,6 +118,42 @@ class ActivityHeartbeatSerializer(serializers.ModelSerializer):
         fields = ("position", "attempt", "details", "beat_at", "engine_id", "epoch")
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {
+            "oneOf": [
+                {"type": "string"},
+                {"type": "integer"},
+                {"type": "number"},
+                {"type": "boolean"},
+            ]
+        },
+    }
+)
+class SearchAttributesField(serializers.Field):
+    """The run's search attributes, ``{name: value}`` (a datetime as ISO 8601).
+
+    Lists prefetch ``search_attributes`` for the page (one query); a detail
+    reads its run's rows (one query)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("source", "*")
+        kwargs.setdefault("read_only", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> dict[str, Any]:
+        shown: dict[str, Any] = {}
+        for row in sorted(value.search_attributes.all(), key=lambda r: r.name):
+            item = row.value
+            shown[row.name] = (
+                serializers.DateTimeField().to_representation(item)
+                if isinstance(item, datetime)
+                else item
+            )
+        return shown
+
+
 class WorkflowSummarySerializer(serializers.ModelSerializer):
     workflow_id = serializers.CharField()
     run_id = serializers.UUIDField(source="pk")
@@ -127,6 +165,9 @@ class WorkflowSummarySerializer(serializers.ModelSerializer):
     updated_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+    search_attributes = SearchAttributesField(
+        help_text="The run's search attributes (ctx.upsert_search_attributes), by name."
+    )
 
     class Meta:
         model = WorkflowRun
@@ -141,6 +182,7 @@ class WorkflowSummarySerializer(serializers.ModelSerializer):
             "updated_at",
             "started_at",
             "finished_at",
+            "search_attributes",
         )
 
 

@@ -41,6 +41,22 @@ class PurgeResultSerializer(serializers.Serializer):
     purged_runs = serializers.IntegerField()
 
 
+class BulkResultSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=["cancel", "resume", "retry"])
+    matched = serializers.IntegerField(help_text="Runs the filter matched.")
+    changed = serializers.IntegerField(help_text="Runs changed (dry run: that would change).")
+    skipped = serializers.IntegerField(
+        help_text="Matched runs the action does not apply to now (already ended, not "
+        "suspended, not failed, superseded, or changed meanwhile); dry run: would skip."
+    )
+    dry_run = serializers.BooleanField()
+    cascaded = serializers.IntegerField(
+        help_text="Live descendants a cancel ended with their parent."
+    )
+    chunks = serializers.IntegerField(help_text="Batches (of up to 200 runs) committed.")
+    filter = serializers.CharField(help_text="The filter, in words.")
+
+
 class QueryResultSerializer(serializers.Serializer):
     workflow_id = serializers.CharField()
     name = serializers.CharField()
@@ -117,6 +133,7 @@ class AsyncSettledSerializer(serializers.Serializer):
 
 __all__ = [
     "AsyncSettledSerializer",
+    "BulkResultSerializer",
     "ClaimCountsSerializer",
     "EngineCountsSerializer",
     "ErrorSerializer",

@@ -38,8 +38,9 @@ from weft_django.api.permissions import api_permissions
 from weft_django.api.serializers import WorkflowDetailSerializer
 from weft_django.conf import get_settings
 from weft_django.engine import client
+from weft_django.engine.run_filters import PARAM_KEYS, RunFilter
 from weft_django.engine.run_waits import run_waits, waits_summary
-from weft_django.errors import WeftError, WorkflowNotFound
+from weft_django.errors import InvalidRunFilter, WeftError, WorkflowNotFound
 from weft_django.models import ActivityHeartbeat, AsyncActivity, AsyncStatus, WorkflowRun
 
 
@@ -64,6 +65,27 @@ def validated(serializer_cls: type[serializers.Serializer], data: Any) -> dict[s
 def query(serializer_cls: type[serializers.Serializer], request: Request) -> dict[str, Any]:
     """The query parameters, validated by ``serializer_cls``."""
     return validated(serializer_cls, query_params(request))
+
+
+def filter_error(error: InvalidRunFilter, within: str | None = None) -> exceptions.ValidationError:
+    """A refused run filter as the API's 400: code ``invalid``, the message under
+    its parameter (nested under ``within`` for a body's ``filter``)."""
+    errors: dict[str, Any] = {error.key: [str(error)]}
+    return exceptions.ValidationError({within: errors} if within else errors)
+
+
+def run_filter_of(request: Request) -> RunFilter:
+    """The run filter of a list's query string (repeated parameters kept; an
+    empty value means "not given", as for every parameter of the API)."""
+    params: dict[str, list[str]] = {}
+    for key in PARAM_KEYS:
+        values = [v for v in request.query_params.getlist(key) if v != ""]
+        if values:
+            params[key] = values
+    try:
+        return RunFilter.from_params(params)
+    except InvalidRunFilter as error:
+        raise filter_error(error) from None
 
 
 def bad_arguments(exc: Exception) -> exceptions.ValidationError:
@@ -192,7 +214,9 @@ __all__ = [
     "bad_arguments",
     "db",
     "detail_response",
+    "filter_error",
     "get_run",
     "query",
+    "run_filter_of",
     "validated",
 ]

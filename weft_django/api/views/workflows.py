@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+from django.db.models import prefetch_related_objects
 from django.urls import NoReverseMatch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -33,7 +34,16 @@ from weft_django.engine import client
 from weft_django.errors import WeftError
 from weft_django.models import RUN_STATUSES, JournalEntry, WorkflowRun
 
-from .base import WeftAPIView, bad_arguments, db, detail_response, get_run, query, validated
+from .base import (
+    WeftAPIView,
+    bad_arguments,
+    db,
+    detail_response,
+    get_run,
+    query,
+    run_filter_of,
+    validated,
+)
 
 
 class WorkflowListView(WeftAPIView):
@@ -45,13 +55,82 @@ class WorkflowListView(WeftAPIView):
         summary="List workflow runs",
         description="Every run, newest first (older runs of a workflow id included); "
         "runs created at the same instant are ordered by run id, so pages are stable. "
+        "Every filter narrows the list (AND); a repeated parameter means any of its values. "
+        "`attr` filters on the search attributes a workflow sets with "
+        "`ctx.upsert_search_attributes` (declared in `WEFT['SEARCH_ATTRIBUTES']`): "
+        "`attr=customer=acme`, or `attr=amount>=100` (and `>`, `<`, `<=`) for int, float and "
+        "datetime attributes. An unknown parameter value, an undeclared attribute or a value "
+        "of the wrong type is a 400 naming it (code `invalid`, `errors` by parameter). "
+        "Datetimes are ISO 8601; one without an offset is read in the server's time zone; "
+        "every time bound is strict. "
         "`updated_after` / `updated_before` list the runs changed in a window: every "
         "state change of a run (start, park, wake, signal, end, cancel, suspend, "
         "resume, retry, timeout) moves its `updated_at`.",
         parameters=[
-            OpenApiParameter("status", OpenApiTypes.STR, enum=list(RUN_STATUSES)),
-            OpenApiParameter("name", OpenApiTypes.STR, description="Workflow type name."),
-            OpenApiParameter("workflow_id", OpenApiTypes.STR),
+            OpenApiParameter(
+                "status",
+                OpenApiTypes.STR,
+                enum=list(RUN_STATUSES),
+                many=True,
+                explode=True,
+                description="Run status; repeat it (or separate values with commas) for any "
+                "of several.",
+            ),
+            OpenApiParameter(
+                "name",
+                OpenApiTypes.STR,
+                many=True,
+                explode=True,
+                description="Workflow type name (repeatable).",
+            ),
+            OpenApiParameter(
+                "workflow",
+                OpenApiTypes.STR,
+                many=True,
+                explode=True,
+                description="Workflow type name, as `name` (repeatable).",
+            ),
+            OpenApiParameter(
+                "workflow_id",
+                OpenApiTypes.STR,
+                many=True,
+                explode=True,
+                description="Exact workflow id (repeatable).",
+            ),
+            OpenApiParameter(
+                "parent", OpenApiTypes.STR, description="Only children of this workflow id."
+            ),
+            OpenApiParameter(
+                "attr",
+                OpenApiTypes.STR,
+                many=True,
+                explode=True,
+                description="A search attribute condition, `NAME=VALUE` (or `NAME>=VALUE`, "
+                "`>`, `<`, `<=` for int, float and datetime attributes); repeatable: all must "
+                "hold.",
+            ),
+            OpenApiParameter(
+                "created_after",
+                OpenApiTypes.DATETIME,
+                description="Only runs created strictly after this ISO 8601 datetime.",
+            ),
+            OpenApiParameter(
+                "created_before",
+                OpenApiTypes.DATETIME,
+                description="Only runs created strictly before this ISO 8601 datetime; with "
+                "`created_after`, it must be the later of the two.",
+            ),
+            OpenApiParameter(
+                "finished_after",
+                OpenApiTypes.DATETIME,
+                description="Only runs that finished strictly after this ISO 8601 datetime.",
+            ),
+            OpenApiParameter(
+                "finished_before",
+                OpenApiTypes.DATETIME,
+                description="Only runs that finished strictly before this ISO 8601 datetime; "
+                "with `finished_after`, it must be the later of the two.",
+            ),
             OpenApiParameter(
                 "updated_after",
                 OpenApiTypes.DATETIME,
@@ -75,15 +154,15 @@ class WorkflowListView(WeftAPIView):
     )
     def get(self, request: Request) -> Response:
         params = query(WorkflowListParams, request)
-        runs = WorkflowRun.objects.using(db()).order_by("-created_at", "-pk")
-        filters = {
-            k: params[k] for k in ("status", "name", "workflow_id") if params.get(k) is not None
-        }
+        runs = run_filter_of(request).queryset(db()).order_by("-created_at", "-pk")
+        filters = {}
         if params.get("updated_after") is not None:
             filters["updated_at__gt"] = params["updated_after"]
         if params.get("updated_before") is not None:
             filters["updated_at__lt"] = params["updated_before"]
-        return self.page(runs.filter(**filters), WorkflowSummarySerializer)
+        rows = self.paginate_queryset(runs.filter(**filters))
+        prefetch_related_objects(rows, "search_attributes")  # one query for the page
+        return self.get_paginated_response(WorkflowSummarySerializer(rows, many=True).data)
 
     @extend_schema(
         operation_id="weft_workflows_start",
