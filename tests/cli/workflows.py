@@ -1,0 +1,43 @@
+"""Workflows the CLI tests drive: one waits for a signal, one fails, one sleeps,
+one completes at once -- a store where every subcommand has something to act on."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from weft_django import activity, workflow
+
+
+@activity()
+def cli_echo(value: Any) -> Any:
+    return value
+
+
+@activity()
+def cli_boom(value: Any) -> Any:
+    raise ValueError(f"boom {value}")
+
+
+@workflow(name="cli-waiter")
+def cli_waiter(ctx: Any, data: Any) -> Any:
+    first = yield ctx.run(cli_echo, data)
+    got = yield ctx.wait_for_signal("go")
+    return {"first": first, "got": got}
+
+
+@workflow(name="cli-failing")
+def cli_failing(ctx: Any, data: Any) -> Any:
+    yield ctx.run(cli_echo, data)
+    yield ctx.run(cli_boom, data)
+
+
+@workflow(name="cli-sleeper")
+def cli_sleeper(ctx: Any, data: Any) -> Any:
+    yield ctx.sleep(timedelta(hours=1))
+    return data
+
+
+@workflow(name="cli-quick")
+def cli_quick(ctx: Any, data: Any) -> Any:
+    return (yield ctx.run(cli_echo, data))
