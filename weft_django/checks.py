@@ -22,6 +22,8 @@ weft.E028  a SCHEDULES entry has a bad value (cron, timezone, every, overlap, ..
 weft.E029  a SCHEDULES entry names a workflow no @workflow registers
 weft.E030  a malformed WEFT['QUEUES'] entry  weft.E031  a definition names an undeclared queue
 weft.E032  QUEUES without OWNERSHIP="workflow-lease"
+weft.E045  SEARCH_ATTRIBUTES not a dict (or over 100 names)
+weft.E046  a bad search attribute name   weft.E047  an unknown search attribute type
 weft.W001  WEFT_PROMETHEUS_COLLECTOR (top level) is deprecated
 weft.E034/E035  routed activities without Celery / without a routing app (``routing_checks``)
 weft.W050  (``check --deploy`` only) a live run would break under this code (``replay_checks``)

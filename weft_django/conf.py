@@ -23,6 +23,8 @@ from django.core.signals import setting_changed
 from weft_django.durations import to_ms
 from weft_django.queue_settings import QueueSpec, parse_queues
 from weft_django.schedule_spec import ScheduleSpec, parse_declared
+from weft_django.search_attribute_types import AttributeType
+from weft_django.search_attribute_types import parse_declared as parse_search_attributes
 
 #: SPEC §4.4: CLAIM_TTL must be at least this many renew intervals.
 WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER = 3
@@ -68,6 +70,7 @@ DEFAULTS: dict[str, Any] = {
     "QUEUES": None,
     "REPLAY_CHECK_SAMPLE": 100,
     "ENGINE_RECORD_RETENTION": 7 * 24 * 3600,
+    "SEARCH_ATTRIBUTES": {},
 }
 
 #: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
@@ -100,6 +103,9 @@ CHECK_IDS: Final[dict[str, str]] = {
     "unknown-schedule-workflow": "weft.E029",
     "bad-queue": "weft.E030",
     "bad-engine-record-retention": "weft.E036",
+    "bad-search-attributes": "weft.E045",
+    "bad-search-attribute-name": "weft.E046",
+    "bad-search-attribute-type": "weft.E047",
 }
 
 #: One line per key, used by the reference docs and `weft_status`.
@@ -137,6 +143,9 @@ DESCRIPTIONS: dict[str, str] = {
     "spread over every live workflow name",
     "ENGINE_RECORD_RETENTION": "EngineRecords silent this long are folded into the metric totals "
     "and deleted at engine boot (counters stay monotonic)",
+    "SEARCH_ATTRIBUTES": "declared search attributes {name: type} (str, int, float, bool, "
+    "datetime) that ctx.upsert_search_attributes sets and list_runs / the API / the admin "
+    "filter on",
 }
 
 
@@ -183,6 +192,8 @@ class WeftSettings:
     queues: dict[str, QueueSpec] = field(default_factory=dict, compare=False)
     replay_check_sample: int = DEFAULTS["REPLAY_CHECK_SAMPLE"]
     engine_record_retention_ms: int = _default_ms("ENGINE_RECORD_RETENTION")
+    #: ``{name: type}`` (``search_attribute_types``).
+    search_attributes: dict[str, AttributeType] = field(default_factory=dict, compare=False)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_overrides(self, **overrides: Any) -> WeftSettings:
@@ -438,6 +449,9 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
     queues, queue_problems = parse_queues(merged["QUEUES"])
     problems += [SettingsProblem(CHECK_IDS["bad-queue"], m) for m in queue_problems]
 
+    search_attributes, attribute_problems = parse_search_attributes(merged["SEARCH_ATTRIBUTES"])
+    problems += [SettingsProblem(CHECK_IDS[kind], m) for kind, m in attribute_problems]
+
     settings = WeftSettings(
         ownership=cast(OwnershipMode, ownership),
         claim_ttl_ms=durations["CLAIM_TTL"],
@@ -464,6 +478,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         queues=queues,
         replay_check_sample=positive_int("REPLAY_CHECK_SAMPLE"),
         engine_record_retention_ms=record_retention_ms,
+        search_attributes=search_attributes,
         raw=dict(user),
     )
     return settings, problems

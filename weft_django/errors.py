@@ -555,6 +555,23 @@ class WorkflowFinishedError(WeftError):
         )
 
 
+@_error
+class InvalidRunFilter(WeftError, ValueError):
+    """A run filter (``RunFilter``: ``list_runs``, the API, the admin, bulk
+    operations) named an unknown key or attribute, or a value of the wrong
+    type -- or, for a bulk operation, matched every run without ``all``.
+    Nothing was read or changed."""
+
+    code = "invalid_run_filter"
+    http_status = 400
+    key: str
+    value: str
+    reason: str
+
+    def _message(self) -> str:
+        return f"Invalid run filter {self.key}={self.value!r:.200}: {self.reason}"
+
+
 ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     WorkflowClaimUnavailableError,
     OwnershipModeMismatchError,
@@ -583,6 +600,7 @@ ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     UpdateRejected,
     UnknownUpdate,
     WorkflowFinishedError,
+    InvalidRunFilter,
 )
 """Every concrete error class (the abstract base ``WeftError`` is not listed)."""
 

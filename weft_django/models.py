@@ -61,6 +61,7 @@ __all__ = [
     "QueueSlot",
     "RoutedAttempt",
     "RoutedStatus",
+    "RunSearchAttribute",
     "RunStatus",
     "RunStatusValue",
     "Schedule",
@@ -276,6 +277,11 @@ class WorkflowRun(models.Model):
             models.Index(fields=["status", "wake_at"], name="weft_run_status_wake_idx"),
             # The API's ``?updated_after=`` / ``?updated_before=`` ("changed since").
             models.Index(fields=["updated_at"], name="weft_run_updated_idx"),
+            # ``RunFilter`` (list_runs, the API, the admin, bulk operations):
+            # newest first, and the created/finished time ranges.
+            models.Index(fields=["created_at"], name="weft_run_created_idx"),
+            models.Index(fields=["finished_at"], name="weft_run_finished_idx"),
+            models.Index(fields=["name", "created_at"], name="weft_run_name_created_idx"),
         ]
 
     def __str__(self) -> str:
@@ -486,5 +492,9 @@ class QueueSlot(models.Model):
 
 
 # Published events and streams (issue #18): their own module, re-exported here.
-from weft_django.published_models import StreamEntry, WorkflowEvent  # noqa: E402
+from weft_django.published_models import (  # noqa: E402
+    RunSearchAttribute,
+    StreamEntry,
+    WorkflowEvent,
+)
 from weft_django.routed_models import RoutedAttempt, RoutedStatus  # noqa: E402  (issue #16 part 3)

@@ -57,4 +57,52 @@ class StreamEntry(models.Model):
         return f"{self.key}[{self.offset}]" + (" closed" if self.closed else "")
 
 
-__all__ = ["StreamEntry", "WorkflowEvent"]
+class RunSearchAttribute(models.Model):
+    """The current value of a run's search attribute ``name`` (``ctx.upsert_search_attributes``).
+
+    Typed columns, one per declared type (``search_attribute_types``), and
+    one index per ``(name, column)``: a filter ``customer=acme`` or
+    ``amount>=100`` is an index range scan on PostgreSQL and SQLite alike,
+    with the database comparing values of the right type (a JSON column
+    would need a per-backend expression index for each attribute, and would
+    compare ``"9" > "10"`` as text). Only the column of the attribute's type
+    is set. Like events, a row mirrors a journal entry and is written only by
+    the fenced batch that records it; ``continue_as_new`` copies the rows to
+    the new run in its own batch.
+    """
+
+    run = models.ForeignKey(
+        "weft.WorkflowRun", on_delete=models.CASCADE, related_name="search_attributes"
+    )
+    name = models.CharField(max_length=64)
+    type = models.CharField(max_length=8)
+    str_value = models.CharField(max_length=255, null=True, blank=True)
+    int_value = models.BigIntegerField(null=True, blank=True)
+    float_value = models.FloatField(null=True, blank=True)
+    bool_value = models.BooleanField(null=True, blank=True)
+    datetime_value = models.DateTimeField(null=True, blank=True)
+    position = models.IntegerField(help_text="journal position of the upsert that wrote it")
+    set_at = models.BigIntegerField(default=0, help_text="engine clock, ms")
+
+    class Meta:
+        app_label = "weft"
+        ordering = ["run", "name"]
+        constraints = [models.UniqueConstraint(fields=["run", "name"], name="weft_attr_run_name")]
+        indexes = [
+            models.Index(fields=["name", "str_value"], name="weft_attr_str_idx"),
+            models.Index(fields=["name", "int_value"], name="weft_attr_int_idx"),
+            models.Index(fields=["name", "float_value"], name="weft_attr_float_idx"),
+            models.Index(fields=["name", "bool_value"], name="weft_attr_bool_idx"),
+            models.Index(fields=["name", "datetime_value"], name="weft_attr_datetime_idx"),
+        ]
+
+    @property
+    def value(self) -> object:
+        """The value in the column of its type."""
+        return getattr(self, f"{self.type}_value", None)
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.value!r}"
+
+
+__all__ = ["RunSearchAttribute", "StreamEntry", "WorkflowEvent"]

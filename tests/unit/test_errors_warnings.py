@@ -92,6 +92,10 @@ SAMPLES: dict[type[WeftError], dict[str, Any]] = dict(
             {"workflow_id": "wf-12", "status": "completed", "what": "setting event 'url'"},
         ),
         (
+            errors_module.InvalidRunFilter,
+            {"key": "attr", "value": "amount=ten", "reason": "not an integer"},
+        ),
+        (
             errors_module.WorkflowFailedError,
             {"workflow_id": "wf-9", "status": "cancelled", "error": {"message": "stop"}},
         ),
@@ -144,7 +148,7 @@ def test_every_public_error_class_is_listed_and_sampled() -> None:
         if inspect.isclass(obj) and issubclass(obj, WeftError) and obj is not WeftError
     }
     assert set(ERROR_CLASSES) == public
-    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 27
+    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 28
     assert set(SAMPLES) == public
     assert set(errors_module.__all__) >= {c.__name__ for c in public}
 
@@ -187,6 +191,7 @@ def test_codes_are_unique_stable_snake_case() -> None:
         (errors_module.UpdateRejected, 422),
         (errors_module.UnknownUpdate, 404),
         (errors_module.WorkflowFinishedError, 409),
+        (errors_module.InvalidRunFilter, 400),
     ],
 )
 def test_http_status(cls: type[WeftError], status: int) -> None:

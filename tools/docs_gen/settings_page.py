@@ -43,6 +43,8 @@ def render_settings() -> str:
             return "seconds (int/float) or timedelta, > 0 (default: 7 days)"
         if key == "PROMETHEUS_COLLECTOR":
             return "None or bool"
+        if key == "SEARCH_ATTRIBUTES":
+            return 'dict: name -> "str" / "int" / "float" / "bool" / "datetime"'
         if key in choices:
             return " / ".join(f'"{c}"' for c in choices[key])
         if isinstance(value, bool):
@@ -88,7 +90,7 @@ def render_settings() -> str:
                 (
                     "`WEFT_PROMETHEUS_COLLECTOR`",
                     "unset",
-                    "deprecated (`weft.W001`): use `WEFT[\"PROMETHEUS_COLLECTOR\"]`, "
+                    'deprecated (`weft.W001`): use `WEFT["PROMETHEUS_COLLECTOR"]`, '
                     "which wins when both are set",
                 )
             ],

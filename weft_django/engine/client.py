@@ -31,6 +31,11 @@ from weft_django.engine.published_reads import get_event as get_event
 from weft_django.engine.published_reads import get_events as get_events
 from weft_django.engine.published_reads import read_stream as read_stream
 from weft_django.engine.replay import Replay
+from weft_django.engine.run_filters import AttributeRange as AttributeRange
+from weft_django.engine.run_filters import RunFilter as RunFilter
+from weft_django.engine.run_list import RunSummary as RunSummary
+from weft_django.engine.run_list import count_runs as count_runs
+from weft_django.engine.run_list import list_runs as list_runs
 from weft_django.engine.store import load_events
 from weft_django.engine.updates import update as update
 from weft_django.engine.wakes import DoneWaiter, Wake, announce, backends
@@ -431,15 +436,22 @@ aownership_status = asyncify(ownership_status)
 asignal_with_start = asyncify(signal_with_start)
 aupdate = asyncify(update)
 aget_events = asyncify(get_events)
+alist_runs = asyncify(list_runs)
+acount_runs = asyncify(count_runs)
 
 __all__ += [
+    "AttributeRange",
+    "RunFilter",
+    "RunSummary",
     "acancel",
     "acomplete_async_activity",
     "acomplete_async_activity_by_hash",
+    "acount_runs",
     "afail_async_activity",
     "afail_async_activity_by_hash",
     "aforce_release",
     "aget_handle",
+    "alist_runs",
     "aownership_status",
     "apurge",
     "aquery",
@@ -450,6 +462,8 @@ __all__ += [
     "astart",
     "asuspend",
     "aupdate",
+    "count_runs",
+    "list_runs",
     "signal_with_start",
     "update",
 ]

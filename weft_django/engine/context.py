@@ -266,6 +266,18 @@ class WorkflowContext:
         """End stream ``key`` (readers stop); streams also end with the run."""
         publish.close_stream(self._runtime, self._streams, key)
 
+    def upsert_search_attributes(self, **attrs: Any) -> None:
+        """Set the run's search attributes (``None`` unsets one): what
+        ``client.list_runs``, the API and the admin filter on.
+
+        Each name must be declared in ``WEFT["SEARCH_ATTRIBUTES"]`` and each
+        value be of its type (``TypeError`` here otherwise, nothing
+        recorded). Recorded once, like ``set_event``: a replay writes
+        nothing again. ``continue_as_new`` carries them to the new run;
+        a child starts without any.
+        """
+        publish.upsert_search_attributes(self._runtime, attrs)
+
     # -- handlers ------------------------------------------------------------
     def on_signal(self, name: str, fn: Callable[[Any], Any]) -> None:
         self.signal_handlers[name] = fn

@@ -20,13 +20,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from weft_django.conf import get_settings
 from weft_django.engine.payload import normalize
 from weft_django.errors import PayloadError
+from weft_django.search_attribute_types import check_value, to_json
 
-PublishKind = Literal["set-event", "stream-write", "stream-close"]
+PublishKind = Literal["set-event", "stream-write", "stream-close", "search-attributes"]
 """The journal kinds of published values (stored; never renamed)."""
 
-PUBLISH_KINDS: frozenset[str] = frozenset({"set-event", "stream-write", "stream-close"})
+PUBLISH_KINDS: frozenset[str] = frozenset(
+    {"set-event", "stream-write", "stream-close", "search-attributes"}
+)
 
 #: Longest event or stream key (the rows' ``key`` column).
 MAX_KEY_LENGTH = 100
@@ -80,6 +84,40 @@ def close_stream(runtime: _Runtime, state: StreamState, key: str) -> None:
     state.offsets[key] = offset + 1
 
 
+def upsert_search_attributes(runtime: _Runtime, attrs: dict[str, Any]) -> None:
+    """Record new values of declared search attributes (``None`` unsets one).
+
+    Checked here, in the body, before anything is recorded: an undeclared
+    name or a value of another type is a ``TypeError`` (a value out of range
+    a ``ValueError``) naming it. The entry's target is the sorted names, so
+    a replay of changed code that upserts other names diverges, as a
+    changed ``set_event`` key does. Its result is ``{name: [type, value]}``
+    (a datetime as ISO 8601): the rows are written from it, by the turn's
+    fenced batch (``engine.turn.publish``).
+    """
+    if not attrs:
+        return
+    declared = get_settings().search_attributes
+    recorded: dict[str, list[Any]] = {}
+    for name in sorted(attrs):
+        value = attrs[name]
+        kind = declared.get(name)
+        if kind is None:
+            known = ", ".join(sorted(declared)) or "none are declared"
+            raise TypeError(
+                f"ctx.upsert_search_attributes: {name!r} is not a declared search attribute "
+                f"(WEFT['SEARCH_ATTRIBUTES']: {known})"
+            )
+        if value is not None:
+            try:
+                value = check_value(name, kind, value)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"ctx.upsert_search_attributes: {exc}") from None
+        recorded[name] = [kind, to_json(kind, value)]
+    target = ",".join(recorded)[:200]
+    runtime.side_effect("search-attributes", target, lambda: recorded)
+
+
 __all__ = [
     "MAX_KEY_LENGTH",
     "PUBLISH_KINDS",
@@ -88,5 +126,6 @@ __all__ = [
     "check_key",
     "close_stream",
     "set_event",
+    "upsert_search_attributes",
     "write_stream",
 ]

@@ -29,6 +29,7 @@ from weft_django.errors import EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, Timer, WorkflowRun
 from weft_django.ownership.batch import (
     BatchResult,
+    BulkInsert,
     Condition,
     Delete,
     Insert,
@@ -271,6 +272,8 @@ def _writes_timers(write: Write) -> bool:
     """Whether a write of a turn's batch may change the run's timers."""
     if isinstance(write, Insert):
         return isinstance(write.instance, Timer)
+    if isinstance(write, BulkInsert):  # published rows (streams, search attributes)
+        return any(isinstance(row, Timer) for row in write.instances)
     if isinstance(write, Delete | Update):
         return write.model is Timer
     return True  # any other kind of write: assume it may

@@ -23,6 +23,7 @@ from weft_django.engine.run_metrics import record_run_end
 from weft_django.engine.store import bump_parent
 from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import TurnAborted, TurnState
+from weft_django.engine.turn.publish import CarrySearchAttributes
 from weft_django.engine.wakes import Wake, announce
 from weft_django.errors import PayloadError
 from weft_django.models import Timer, WorkflowRun
@@ -150,6 +151,7 @@ def continue_as_new(turn: TurnState, new_input: Any) -> None:
             Delete(Timer, {"run_id": run.pk}),
             Update(WorkflowRun, {"pk": run.pk}, ended),
             Insert(new),
+            CarrySearchAttributes(run.pk, new.pk),
         ],
         run_values=ended,
     )

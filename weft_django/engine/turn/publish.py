@@ -21,13 +21,15 @@ change is needed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from weft_django.engine.publish import PUBLISH_KINDS
 from weft_django.engine.replay import Event, Replay
 from weft_django.engine.wakes import Wake, announce
-from weft_django.models import StreamEntry, WorkflowEvent, WorkflowRun
+from weft_django.models import RunSearchAttribute, StreamEntry, WorkflowEvent, WorkflowRun
 from weft_django.ownership.batch import BulkInsert, Call, Delete, Insert, Write
+from weft_django.search_attribute_types import COLUMNS, from_json
 
 
 class _Turn(Protocol):
@@ -42,8 +44,13 @@ def rows_for(run: WorkflowRun, recorded: Sequence[Event], at_ms: int) -> list[Wr
     """The published rows of ``recorded`` (journal entries about to be committed)."""
     events: dict[str, Event] = {}
     streams: list[StreamEntry] = []
+    attributes: dict[str, tuple[str, Any, int]] = {}
     for event in recorded:
-        if event.kind == "set-event":
+        if event.kind == "search-attributes":
+            values = event.result if isinstance(event.result, dict) else {}
+            for name, (kind, value) in values.items():
+                attributes[name] = (kind, value, event.position)  # the last upsert wins
+        elif event.kind == "set-event":
             events[event.target] = event  # last value wins, also within one batch
         elif event.kind in ("stream-write", "stream-close"):
             result: dict[str, Any] = event.result if isinstance(event.result, dict) else {}
@@ -58,9 +65,9 @@ def rows_for(run: WorkflowRun, recorded: Sequence[Event], at_ms: int) -> list[Wr
                     written_at=at_ms,
                 )
             )
-    if not events and not streams:
+    if not events and not streams and not attributes:
         return []
-    writes: list[Write] = []
+    writes: list[Write] = attribute_writes(run.pk, attributes, at_ms)
     for key, event in events.items():
         writes.append(Delete(WorkflowEvent, {"run_id": run.pk, "key": key}))
         writes.append(
@@ -84,6 +91,50 @@ def rows_for(run: WorkflowRun, recorded: Sequence[Event], at_ms: int) -> list[Wr
     return writes
 
 
+def attribute_writes(
+    run_id: Any, attributes: dict[str, tuple[str, Any, int]], at_ms: int
+) -> list[Write]:
+    """Replace the rows of the upserted names: one ``DELETE``, one ``INSERT``."""
+    if not attributes:
+        return []
+    rows = [
+        RunSearchAttribute(
+            run_id=run_id,
+            name=name,
+            type=kind,
+            position=position,
+            set_at=at_ms,
+            **{COLUMNS[kind]: from_json(kind, value)},
+        )
+        for name, (kind, value, position) in attributes.items()
+        if value is not None and kind in COLUMNS
+    ]
+    writes: list[Write] = [
+        Delete(RunSearchAttribute, {"run_id": run_id, "name__in": sorted(attributes)})
+    ]
+    if rows:
+        writes.append(BulkInsert(rows))
+    return writes
+
+
+@dataclass(frozen=True)
+class CarrySearchAttributes:
+    """``continue_as_new``: the new run starts with the old run's attributes
+    (as Temporal's continue-as-new keeps them), copied in the batch that
+    ends the old run and inserts the new one."""
+
+    source: Any
+    target: Any
+
+    def apply(self, using: str) -> None:
+        rows = list(RunSearchAttribute.objects.using(using).filter(run_id=self.source))
+        for row in rows:
+            row.pk = None
+            row.run_id = self.target
+        if rows:
+            RunSearchAttribute.objects.using(using).bulk_create(rows)
+
+
 def flush(turn: _Turn) -> bool:
     """At the frontier: commit values the body published since the last commit
     (so a reader sees them before the next command finishes); ``True`` if it did."""
@@ -94,4 +145,4 @@ def flush(turn: _Turn) -> bool:
     return True
 
 
-__all__ = ["flush", "rows_for"]
+__all__ = ["CarrySearchAttributes", "attribute_writes", "flush", "rows_for"]
