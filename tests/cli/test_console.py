@@ -8,6 +8,7 @@ import io
 from django.core.management.base import OutputWrapper
 
 from weft_django.errors import (
+    InvalidRunFilter,
     InvalidTransitionError,
     UnknownWorkflowType,
     WorkflowFailedError,
@@ -73,6 +74,7 @@ def test_errors_map_to_codes_and_exit_statuses() -> None:
         (TimeoutError("still running"), "timeout", EXIT_TIMEOUT),
         (ValueError("bad id"), "invalid_argument", EXIT_USAGE),
         (TypeError("not JSON"), "invalid_argument", EXIT_USAGE),
+        (InvalidRunFilter("attr", "colour=red", "unknown"), "invalid_run_filter", EXIT_USAGE),
     ]
     for exc, code, exit_code in cases:
         error = as_cli_error(exc)
@@ -82,11 +84,6 @@ def test_errors_map_to_codes_and_exit_statuses() -> None:
     assert failed is not None
     assert failed.as_dict()["error"] == {"m": 1} and failed.as_dict()["status"] == "failed"
 
-    class CodedError(ValueError):
-        code = "invalid_run_filter"
-
-    coded = as_cli_error(CodedError("unknown attribute 'colour'"))
-    assert coded is not None and (coded.code, coded.exit_code) == ("invalid_run_filter", 2)
     assert as_cli_error(RuntimeError("a bug")) is None
     same = CliError("aborted", "no", EXIT_FAILED)
     assert as_cli_error(same) is same

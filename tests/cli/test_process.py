@@ -61,6 +61,14 @@ def test_exit_statuses_of_a_real_process(weft_env: Any) -> None:
     assert done.returncode == 2
     error = error_of(done)
     assert error["code"] == "usage" and "'many'" in error["message"]
+    done = manage("list", "--attr", "colour=red", "--json")  # no such search attribute
+    assert done.returncode == 2
+    error = error_of(done)
+    assert (error["code"], error["key"], error["value"]) == (
+        "invalid_run_filter",
+        "attr",
+        "colour=red",
+    )
     done = manage("list", "--limit", "many")  # without --json: argparse's usage text
     assert done.returncode == 2 and "usage: manage.py weft list" in done.stderr
     assert done.stdout == ""

@@ -204,7 +204,8 @@ def test_list_filters_and_limit(store: Any) -> None:
     body = weft("list", "--limit", "1", "--json").data
     assert body["count"] == 1 and body["truncated"] is True
     ran = weft("list", "--limit", "1")
-    assert "(the newest 1 shown; --limit to see more)" in ran.out
+    newest = WorkflowRun.objects.order_by("-created_at", "-pk")[0]
+    assert f"(the newest 1 shown; more with --after {newest.pk} or a larger --limit)" in ran.out
     assert weft("list", "--status", "cancelled").out == "(no runs match)\n"
     ran = weft("list", "--limit", "0", "--json")
     assert ran.exit_code == 2 and ran.data["error"]["code"] == "invalid_argument"

@@ -41,3 +41,17 @@ def cli_sleeper(ctx: Any, data: Any) -> Any:
 @workflow(name="cli-quick")
 def cli_quick(ctx: Any, data: Any) -> Any:
     return (yield ctx.run(cli_echo, data))
+
+
+@workflow(name="cli-order")
+def cli_order(ctx: Any, data: Any) -> Any:
+    """Sets search attributes (declared by the tests that use it), then waits."""
+    ctx.upsert_search_attributes(customer=data["customer"], amount=data["amount"])
+    got = yield ctx.wait_for_signal("go")
+    return got
+
+
+@workflow(name="cli-parent")
+def cli_parent(ctx: Any, data: Any) -> Any:
+    """Starts a ``cli-waiter`` child and waits for it."""
+    return (yield ctx.start_child("cli-waiter", data, workflow_id=f"{ctx.workflow_id}-child"))

@@ -73,7 +73,8 @@ FILTER_FLAGS: tuple[FilterFlag, ...] = (
         "attr",
         True,
         "NAME=VALUE",
-        "runs whose search attribute NAME equals VALUE (repeatable: all of)",
+        "runs whose search attribute NAME equals VALUE (NAME>=VALUE, >, <, <= for numbers "
+        "and datetimes; repeatable: all of)",
     ),
 )
 

@@ -82,13 +82,10 @@ def as_cli_error(exc: BaseException) -> CliError | None:
         return CliError(code, message, exit_code, **body)
     if isinstance(exc, TimeoutError):
         return CliError("timeout", str(exc), EXIT_TIMEOUT)
-    code = getattr(exc, "code", None)
-    if isinstance(exc, ValueError) and isinstance(code, str):
-        # A filter the user typed (run_filters.InvalidRunFilter): its own code.
-        return CliError(code, str(exc), EXIT_USAGE)
     if isinstance(exc, (ValueError, TypeError)):
         # The client refuses a bad argument (a workflow id, a signal name, a
-        # payload) before it writes anything.
+        # limit) before it writes anything. (A bad filter is a WeftError:
+        # InvalidRunFilter, code invalid_run_filter, exit 2.)
         return CliError("invalid_argument", str(exc), EXIT_USAGE)
     return None
 

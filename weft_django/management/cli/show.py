@@ -11,10 +11,12 @@ fast. Read-only: nothing is written.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandParser
 
+from weft_django.engine.run_list import attributes_of
 from weft_django.engine.run_waits import run_waits
 from weft_django.models import JournalEntry, WorkflowRun
 
@@ -58,6 +60,10 @@ def run(options: dict[str, Any], console: Console) -> None:
         "result": run.result,
         "error": run.error,
         "parent_workflow_id": _parent(run),
+        "attributes": {
+            name: iso(value) if isinstance(value, datetime) else value
+            for name, value in attributes_of([run.pk], db()).get(str(run.pk), {}).items()
+        },
         "queue": run.queue,
         "cancel_requested_at": iso(run.cancel_requested_at),
         "cancel_reason": run.cancel_reason,
@@ -102,6 +108,9 @@ def _text(body: dict[str, Any]) -> list[str]:
     ]
     if body["parent_workflow_id"]:
         lines.append(f"  parent:    {body['parent_workflow_id']}")
+    if body["attributes"]:
+        pairs = " ".join(f"{k}={v}" for k, v in body["attributes"].items())
+        lines.append(f"  attributes: {pairs}")
     if body["cancel_requested_at"]:
         lines.append(
             f"  cancel requested at {body['cancel_requested_at']}: {body['cancel_reason']}"
