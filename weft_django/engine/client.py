@@ -23,6 +23,8 @@ from weft_django.engine import operations, queues, start_statement
 from weft_django.engine.aclient import AsyncHandleMethods, asyncify
 from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations import latest_run
+from weft_django.engine.operations.bulk import DEFAULT_CHUNK_SIZE, Progress, run_many
+from weft_django.engine.operations.bulk import BulkResult as BulkResult
 from weft_django.engine.operations.signal_with_start import signal_with_start as _signal_with_start
 from weft_django.engine.payload import normalize
 from weft_django.engine.published_reads import aget_event as aget_event
@@ -466,6 +468,102 @@ __all__ += [
     "list_runs",
     "signal_with_start",
     "update",
+]
+
+
+# Bulk operations by filter (issue #20 part 3): engine.operations.bulk.
+def cancel_many(
+    filter: RunFilter,
+    *,
+    dry_run: bool = False,
+    allow_all: bool = False,
+    reason: str = "",
+    progress: Progress | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    actor: str = "client",
+) -> BulkResult:
+    """Cancel every live run ``filter`` matches (with its live descendants).
+
+    In chunks of ``chunk_size`` runs, each one fenced batch: an interruption
+    leaves each run cancelled or untouched, and calling again finishes the
+    rest (runs already ended are ``skipped``). ``dry_run=True`` counts and
+    changes nothing. An empty filter is refused (``InvalidRunFilter``)
+    unless ``allow_all=True``. ``progress(done, total)`` after each chunk.
+    A run whose workflow declares a ``cancel_grace`` gets the graceful
+    request, as ``cancel`` would give it; one already asked is skipped.
+    """
+    return run_many(
+        "cancel",
+        filter,
+        dry_run=dry_run,
+        allow_all=allow_all,
+        reason=reason,
+        progress=progress,
+        chunk_size=chunk_size,
+        actor=actor,
+    )
+
+
+def resume_many(
+    filter: RunFilter,
+    *,
+    dry_run: bool = False,
+    allow_all: bool = False,
+    reason: str = "",
+    progress: Progress | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    actor: str = "client",
+) -> BulkResult:
+    """Resume every ``suspended`` run ``filter`` matches (as ``cancel_many``;
+    ``reason`` is accepted for one shape and not recorded)."""
+    return run_many(
+        "resume",
+        filter,
+        dry_run=dry_run,
+        allow_all=allow_all,
+        reason=reason,
+        progress=progress,
+        chunk_size=chunk_size,
+        actor=actor,
+    )
+
+
+def retry_many(
+    filter: RunFilter,
+    *,
+    dry_run: bool = False,
+    allow_all: bool = False,
+    reason: str = "",
+    progress: Progress | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    actor: str = "client",
+) -> BulkResult:
+    """Retry every ``failed`` or ``timed_out`` run ``filter`` matches that is
+    still its workflow id's latest run (an older one is ``skipped``: retrying
+    it would make two live runs of one id). As ``cancel_many`` otherwise."""
+    return run_many(
+        "retry",
+        filter,
+        dry_run=dry_run,
+        allow_all=allow_all,
+        reason=reason,
+        progress=progress,
+        chunk_size=chunk_size,
+        actor=actor,
+    )
+
+
+acancel_many = asyncify(cancel_many)
+aresume_many = asyncify(resume_many)
+aretry_many = asyncify(retry_many)
+__all__ += [
+    "BulkResult",
+    "acancel_many",
+    "aresume_many",
+    "aretry_many",
+    "cancel_many",
+    "resume_many",
+    "retry_many",
 ]
 
 # Schedules (issue #16): engine.schedules.calls.

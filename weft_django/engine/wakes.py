@@ -116,6 +116,12 @@ class WakeBackend:
         """Send ``wake`` on; called after the announcing transaction committed."""
         raise NotImplementedError
 
+    def deliver_many(self, wakes: list[Wake]) -> None:
+        """Send several wakes of one transaction (a bulk operation); one
+        ``deliver`` each unless the backend can do better (NOTIFY: one statement)."""
+        for wake in wakes:
+            self.deliver(wake)
+
     def available(self, using: str) -> bool:
         """Whether this backend works for database alias ``using`` (e.g. NOTIFY
         needs PostgreSQL). ``deliver``/``listen``/``wait_done`` are only called
@@ -216,6 +222,21 @@ class WakeBackends:
                     exc_info=True,
                 )
 
+    def deliver_many_now(self, wakes: list[Wake]) -> None:
+        """``deliver_now`` of several wakes of one alias, each backend once."""
+        if not wakes:
+            return
+        for backend in self.for_alias(wakes[0].using):
+            mine = [w for w in wakes if backend.name not in w.delivered_by]
+            if not mine:
+                continue
+            try:
+                backend.deliver_many(mine)
+            except Exception:  # as deliver_now: polling finds what a lost wake missed
+                logger.warning(
+                    "wake backend %s failed for %d wakes", backend.name, len(mine), exc_info=True
+                )
+
     def listen(
         self,
         using: str,
@@ -258,6 +279,18 @@ def announce(wake: Wake) -> None:
     transaction.on_commit(lambda: backends.deliver_now(wake), using=wake.using)
 
 
+def announce_many(wakes: list[Wake]) -> None:
+    """``announce`` of many wakes of one alias (a bulk operation's chunk): one
+    post-commit callback, and each backend gets them in one ``deliver_many``."""
+    if not wakes:
+        return
+    using = wakes[0].using
+    if not backends.for_alias(using):
+        return
+    batch = list(wakes)
+    transaction.on_commit(lambda: backends.deliver_many_now(batch), using=using)
+
+
 def announce_event(
     event: WakeSubject,
     run_id: Any,
@@ -280,5 +313,6 @@ __all__ = [
     "WakeSubject",
     "announce",
     "announce_event",
+    "announce_many",
     "backends",
 ]
