@@ -38,7 +38,7 @@ class Action:
 
 
 def _cancel(workflow_id: str, options: dict[str, Any]) -> WorkflowRun:
-    return client.cancel(workflow_id, options["reason"] or "")
+    return client.cancel(workflow_id, options["reason"] or "", actor=bulk.ACTOR)
 
 
 ACTIONS: dict[str, Action] = {

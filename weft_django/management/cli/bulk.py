@@ -1,28 +1,42 @@
 """The filter form of ``weft cancel|retry|resume``: every run a filter matches.
 
 Why the guards: one command can change thousands of runs. A filter that
-matches everything is refused unless ``--all`` says so; ``--dry-run``
-prints how many runs match and changes nothing; a person at a terminal is
-asked to confirm the count first (``--yes`` skips the question; a script --
-no terminal, or ``--json`` -- is not asked: its filter and ``--all`` are its
-confirmation). The work itself is ``client.cancel_many`` / ``retry_many`` /
-``resume_many`` (``engine.run_filters`` parses the filter, the client acts
-in chunks and reports each chunk to the progress bar drawn on stderr);
-this module only wires the flags to them.
+matches everything is refused unless ``--all`` says so (the client refuses
+it: ``invalid_run_filter`` on the key ``all``); ``--dry-run`` prints how many
+runs match and how many the action would change, and changes nothing; a
+person at a terminal is asked to confirm the count first (``--yes`` skips
+the question; a script -- no terminal, or ``--json`` -- is not asked: its
+filter and ``--all`` are its confirmation). The work itself is
+``client.cancel_many`` / ``retry_many`` / ``resume_many``: ``RunFilter``
+reads the flags, the client acts in fenced chunks (an interruption leaves
+each run done or untouched; running the command again finishes the rest)
+and reports each chunk to the progress bar drawn on stderr. This module
+only wires the flags to them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import CommandParser
 
 from weft_django.engine import client
+from weft_django.engine.run_filters import RunFilter
 
 from .console import EXIT_FAILED, EXIT_USAGE, CliError, Console
 
 #: The flags only the filter form takes.
 BULK_FLAGS = ("all", "dry_run", "yes")
+
+#: Recorded as the actor of what the command changes (claim events).
+ACTOR = "cli:weft"
+
+_MANY: dict[str, Callable[..., client.BulkResult]] = {
+    "cancel": client.cancel_many,
+    "retry": client.retry_many,
+    "resume": client.resume_many,
+}
 
 
 def add_arguments(parser: CommandParser) -> None:
@@ -36,7 +50,7 @@ def add_arguments(parser: CommandParser) -> None:
     group.add_argument(
         "--dry-run",
         action="store_true",
-        help="print how many runs the filter matches; change nothing",
+        help="print how many runs the filter matches and would change; change nothing",
     )
     group.add_argument(
         "--yes", action="store_true", help="do not ask for confirmation at a terminal"
@@ -56,50 +70,40 @@ def refuse_bulk_flags(options: dict[str, Any]) -> None:
 
 
 def run(action: str, params: dict[str, Any], options: dict[str, Any], console: Console) -> None:
-    from weft_django.engine.run_filters import RunFilter
-
     run_filter = RunFilter.from_params(params)  # InvalidRunFilter names the bad key and value
-    allow_all: bool = options["all"]
-    if run_filter.is_empty() and not allow_all:
-        raise CliError(
-            "filter_matches_everything",
-            f"no filter given: {action} would act on every run; give filter flags "
-            f"(--status, --workflow, ...) or add --all to mean every run",
-            EXIT_USAGE,
-        )
-    many = getattr(client, f"{action}_many")  # cancel_many, retry_many, resume_many
-    extra: dict[str, Any] = {"reason": options["reason"] or ""} if action == "cancel" else {}
+    many = _MANY[action]
+    kwargs: dict[str, Any] = {
+        "allow_all": bool(options["all"]),
+        "reason": options.get("reason") or "",
+        "actor": ACTOR,
+    }
     if options["dry_run"]:
-        _report(many(run_filter, dry_run=True, allow_all=allow_all, **extra), console)
+        _report(many(run_filter, dry_run=True, **kwargs), console)
         return
     if console.interactive and not options["yes"]:
-        preview = many(run_filter, dry_run=True, allow_all=allow_all, **extra)
-        if not console.confirm(f"{action} the {preview.matched} run(s) this filter matches?"):
+        preview = many(run_filter, dry_run=True, **kwargs)
+        question = (
+            f"{action}: {preview.matched} run(s) match {preview.filter}; "
+            f"{preview.changed} would change. Go on?"
+        )
+        if not console.confirm(question):
             raise CliError(
                 "aborted", f"{action} not confirmed: nothing changed", EXIT_FAILED, action=action
             )
-    result = many(
-        run_filter,
-        allow_all=allow_all,
-        progress=console.progress(action),
-        **extra,
-    )
-    _report(result, console)
+    _report(many(run_filter, progress=console.progress(action), **kwargs), console)
 
 
-def _report(result: Any, console: Console) -> None:
-    body = {
-        "action": result.action,
-        "matched": result.matched,
-        "changed": result.changed,
-        "skipped": result.skipped,
-        "dry_run": result.dry_run,
-    }
+def _report(result: client.BulkResult, console: Console) -> None:
     if result.dry_run:
-        text = f"{result.action} (dry run): {result.matched} run(s) match; nothing changed"
+        text = (
+            f"{result.action} (dry run): {result.matched} run(s) match, {result.changed} would "
+            f"change, {result.skipped} would be skipped; nothing changed"
+        )
     else:
         text = (
             f"{result.action}: {result.matched} run(s) matched, {result.changed} changed, "
             f"{result.skipped} skipped"
         )
-    console.emit(body, text)
+        if result.cascaded:
+            text += f" ({result.cascaded} live descendant run(s) cancelled with their parents)"
+    console.emit(result.as_dict(), text)

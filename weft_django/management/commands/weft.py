@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import inspect
 import json
 import sys
 from typing import Any
@@ -52,7 +53,7 @@ class Command(BaseCommand):
             subparser = subparsers.add_parser(
                 sub.name,
                 help=sub.help,
-                description=sub.description,
+                description=inspect.cleandoc(sub.description).replace("``", "`"),
                 formatter_class=argparse.RawDescriptionHelpFormatter,
             )
             sub.add_arguments(subparser)
