@@ -284,6 +284,28 @@ def test_cancel_by_id(store: Any) -> None:
     assert body["workflow_id"] == "w3" and body["finished_at"] is not None
 
 
+def test_a_graceful_cancel_says_so(weft_env: Any) -> None:
+    client.start("cli-graceful", 0, workflow_id="g1")
+    weft_env.run_until_idle()
+    ran = weft("cancel", "g1", "--reason", "stop")
+    assert ran.exit_code == 0, ran
+    run = latest("g1")
+    assert run.cancel_requested_at is not None and run.status != "cancelled"
+    assert ran.out == (
+        f"cancel: g1 (run {run.pk}) is now {run.status}; cancel requested: the workflow "
+        "cleans up, then ends cancelled\n"
+    )
+    shown = weft("show", "g1", "--json").data
+    assert shown["cancel_reason"] == "stop" and shown["cancel_requested_at"].endswith("Z")
+    assert "cancel requested at" in weft("show", "g1").out
+    # The owner takes the rotated claim back after one renew interval, cleans up.
+    weft_env.run_until_idle()
+    weft_env.advance(weft_env.engine.settings.claim_renew_interval_ms / 1000)
+    weft_env.run_until_idle()
+    assert latest("g1").status == "cancelled"
+    assert weft("show", "g1", "--json").data["journal"][-1]["summary"] == '"cleaned up"'
+
+
 def test_retry_and_resume_by_id(store: Any) -> None:
     ran = weft("retry", "f1")
     assert ran.exit_code == 0 and ran.out.startswith("retry: f1 (run ")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from weft_django import activity, workflow
+from weft_django import WorkflowCancelled, activity, workflow
 
 
 @activity()
@@ -55,3 +55,13 @@ def cli_order(ctx: Any, data: Any) -> Any:
 def cli_parent(ctx: Any, data: Any) -> Any:
     """Starts a ``cli-waiter`` child and waits for it."""
     return (yield ctx.start_child("cli-waiter", data, workflow_id=f"{ctx.workflow_id}-child"))
+
+
+@workflow(name="cli-graceful", cancel_grace=60)
+def cli_graceful(ctx: Any, data: Any) -> Any:
+    """Cleans up when cancelled (``WorkflowCancelled`` is thrown into it)."""
+    try:
+        return (yield ctx.wait_for_signal("go"))
+    except WorkflowCancelled:
+        yield ctx.run(cli_echo, "cleaned up")
+        raise
