@@ -83,7 +83,10 @@ class Command(BaseCommand):
             super().run_from_argv(argv)
         except CommandError as exc:
             # Only a usage error under --json gets here: execute()'s own errors
-            # are printed and turned into the exit status inside run_from_argv.
+            # are printed and turned into the exit status inside run_from_argv
+            # (which re-raises them under --traceback: let those through).
+            if "--traceback" in argv:
+                raise
             message = str(exc).removeprefix("Error: ")
             error = CliError("usage", message, EXIT_USAGE)
             self.stdout.write(json.dumps({"error": error.as_dict()}, indent=2, sort_keys=True))
