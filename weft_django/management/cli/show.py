@@ -1,0 +1,144 @@
+"""``weft show WORKFLOW_ID [--journal N]``: one run, what it waits for, its journal.
+
+Why these three: an operator asking "where is this workflow?" needs its
+status and times (and error), what it is waiting for now -- timers, signals,
+async activities, children, a queue slot: ``engine.run_waits``, the same
+answer the admin and the API give -- and what it did, as the journal's
+timeline. The journal is bounded: the last ``--journal`` entries (default
+50, ``0`` for none), with the total, so a run of a million events prints
+fast. Read-only: nothing is written.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from weft_django.engine.run_list import attributes_of
+from weft_django.engine.run_waits import run_waits
+from weft_django.models import JournalEntry, WorkflowRun
+
+from .console import EXIT_USAGE, CliError, Console, Subcommand
+from .runs import clip, db, iso, iso_ms, latest, summary
+
+#: Journal entries shown by default.
+DEFAULT_JOURNAL = 50
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument("workflow_id", metavar="WORKFLOW_ID", help="the workflow to show")
+    parser.add_argument(
+        "--journal",
+        type=int,
+        default=DEFAULT_JOURNAL,
+        metavar="N",
+        help=f"show the last N journal entries (default {DEFAULT_JOURNAL}; 0: none)",
+    )
+
+
+def run(options: dict[str, Any], console: Console) -> None:
+    limit: int = options["journal"]
+    if limit < 0:
+        raise CliError(
+            "invalid_argument",
+            f"--journal must be 0 or more, got {limit}",
+            EXIT_USAGE,
+            option="--journal",
+            value=limit,
+        )
+    run = latest(options["workflow_id"])
+    waits = [w.as_dict() for w in run_waits(run)]
+    journal = JournalEntry.objects.using(db()).filter(run_id=run.pk)
+    total = journal.count()
+    entries = list(reversed(journal.order_by("-position")[:limit])) if limit else []
+    body = {
+        **summary(run),
+        "updated_at": iso(run.updated_at),
+        "input": run.input,
+        "result": run.result,
+        "error": run.error,
+        "parent_workflow_id": _parent(run),
+        "attributes": {
+            name: iso(value) if isinstance(value, datetime) else value
+            for name, value in attributes_of([run.pk], db()).get(str(run.pk), {}).items()
+        },
+        "queue": run.queue,
+        "cancel_requested_at": iso(run.cancel_requested_at),
+        "cancel_reason": run.cancel_reason,
+        "suspended_reason": run.suspended_reason,
+        "waiting_for": waits,
+        "journal": [_entry(e) for e in entries],
+        "journal_total": total,
+    }
+    console.emit(body, _text(body))
+
+
+def _parent(run: WorkflowRun) -> str | None:
+    if run.parent_id is None:
+        return None
+    parent = WorkflowRun.objects.using(db()).filter(pk=run.parent_id).values_list("workflow_id")
+    row = parent.first()
+    return row[0] if row else None
+
+
+def _entry(entry: JournalEntry) -> dict[str, Any]:
+    failed = entry.error is not None
+    return {
+        "position": entry.position,
+        "at": iso_ms(entry.at_ms),
+        "kind": entry.kind,
+        "target": entry.target,
+        "failed": failed,
+        "summary": clip(entry.error if failed else entry.result),
+        "engine_id": entry.engine_id,
+        "epoch": entry.epoch,
+    }
+
+
+def _text(body: dict[str, Any]) -> list[str]:
+    lines = [
+        f"workflow {body['workflow_id']}  ({body['name']})",
+        f"  run:       {body['run_id']}",
+        f"  status:    {body['status']}",
+        f"  created:   {body['created_at'] or '-'}",
+        f"  started:   {body['started_at'] or '-'}",
+        f"  finished:  {body['finished_at'] or '-'}",
+    ]
+    if body["parent_workflow_id"]:
+        lines.append(f"  parent:    {body['parent_workflow_id']}")
+    if body["attributes"]:
+        pairs = " ".join(f"{k}={v}" for k, v in body["attributes"].items())
+        lines.append(f"  attributes: {pairs}")
+    if body["cancel_requested_at"]:
+        lines.append(
+            f"  cancel requested at {body['cancel_requested_at']}: {body['cancel_reason']}"
+        )
+    if body["suspended_reason"]:
+        lines.append(f"  suspended: {body['suspended_reason']}")
+    if body["status"] == "completed":
+        lines.append(f"  result:    {clip(body['result'], 200)}")
+    if body["error"] is not None:
+        lines.append(f"  error:     {clip(body['error'], 200)}")
+    lines.append("waiting for:")
+    lines += [f"  - {w['text']}" for w in body["waiting_for"]] or ["  (nothing)"]
+    shown, total = len(body["journal"]), body["journal_total"]
+    more = f", the last {shown} shown" if shown < total else ""
+    lines.append(f"journal ({total} entries{more}):")
+    for e in body["journal"]:
+        mark = "FAILED " if e["failed"] else ""
+        target = f" {e['target']}" if e["target"] else ""
+        lines.append(
+            f"  {e['position']:>5}  {e['at'] or '-'}  {e['kind']}{target}  {mark}{e['summary']}"
+        )
+    return lines
+
+
+SHOW = Subcommand(
+    name="show",
+    help="Show a workflow's latest run: status, what it waits for, its journal timeline.",
+    description=__doc__ or "",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,48 @@
+"""``weft signal WORKFLOW_ID NAME [--payload JSON]``: send a signal to the latest run.
+
+Why through ``client.signal``: it is the one write that delivers a signal
+(a fenced batch that wakes the owner); a signal sent before the workflow
+waits for it is kept. The payload is parsed first, so an invalid
+``--payload`` writes nothing; a finished run refuses (``invalid_transition``,
+exit 4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from weft_django.engine import client
+
+from .args import json_option
+from .console import Console, Subcommand
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument("workflow_id", metavar="WORKFLOW_ID", help="the workflow to signal")
+    parser.add_argument("signal", metavar="NAME", help="the signal name")
+    parser.add_argument(
+        "--payload", metavar="JSON", help="the signal's payload as JSON (default: null)"
+    )
+
+
+def run(options: dict[str, Any], console: Console) -> None:
+    payload = json_option("--payload", options["payload"])
+    workflow_id: str = options["workflow_id"]
+    name: str = options["signal"]
+    message = client.signal(workflow_id, name, payload)
+    run_id = str(message.run_id)
+    console.emit(
+        {"workflow_id": workflow_id, "run_id": run_id, "signal": name, "sent": True},
+        f"sent signal {name!r} to {workflow_id} (run {run_id})",
+    )
+
+
+SIGNAL = Subcommand(
+    name="signal",
+    help="Send a signal (with an optional JSON payload) to a workflow's latest run.",
+    description=__doc__ or "",
+    add_arguments=add_arguments,
+    run=run,
+)
