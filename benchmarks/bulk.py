@@ -35,14 +35,18 @@ SINGLE = 300
 NOW_MS = 1_700_000_000_000
 
 
-def _seed(status: str, batch: str, count: int) -> None:
+def seed_runs(status: str, batch: str, count: int, *, name: str = "bench-bulk") -> list[uuid.UUID]:
+    """``count`` runs of workflow ``name`` in ``status`` with the search attribute
+    ``batch``, in the shapes the engine leaves (also ``tests/e2e/test_bulk_10k``):
+    a parked run holds a live-looking claim of another engine; a failed run has
+    a good journal entry and a failed one after it. Returns their pks."""
     from weft_django.models import JournalEntry, RunSearchAttribute, WorkflowClaim, WorkflowRun
 
     runs = [
         WorkflowRun(
             id=uuid.uuid4(),
             workflow_id=f"{batch}-{i:06d}",
-            name="bench-bulk",
+            name=name,
             status=status,
             input={"n": i},
             version=3,
@@ -65,7 +69,7 @@ def _seed(status: str, batch: str, count: int) -> None:
                 WorkflowClaim(
                     workflow_id=r.workflow_id,
                     epoch=1,
-                    engine_id="engine-elsewhere",
+                    engine_id=SEEDED_ENGINE,
                     expires_at=NOW_MS * 2,
                     claimed_at=NOW_MS,
                 )
@@ -73,7 +77,7 @@ def _seed(status: str, batch: str, count: int) -> None:
             ],
             batch_size=2000,
         )
-    else:
+    if status == "failed":
         entries = []
         for r in runs:
             entries.append(JournalEntry(run_id=r.pk, position=0, kind="activity", command=0))
@@ -87,6 +91,11 @@ def _seed(status: str, batch: str, count: int) -> None:
                 )
             )
         JournalEntry.objects.bulk_create(entries, batch_size=4000)
+    return [r.pk for r in runs]
+
+
+#: The engine id of the seeded parked runs' claims (alive, not this process).
+SEEDED_ENGINE = "engine-elsewhere"
 
 
 def _bar(label: str) -> Callable[[int, int], None]:
@@ -133,11 +142,11 @@ def run(
     weft = {**getattr(django_settings, "WEFT", {}), "SEARCH_ATTRIBUTES": {"batch": "str"}}
     with override_settings(WEFT=weft):
         t0 = time.perf_counter()
-        _seed("parked", "bulk", count)
-        _seed("parked", "single", one_by_one)
-        _seed("parked", "raw", count)
-        _seed("failed", "fail-bulk", count)
-        _seed("failed", "fail-single", one_by_one)
+        seed_runs("parked", "bulk", count)
+        seed_runs("parked", "single", one_by_one)
+        seed_runs("parked", "raw", count)
+        seed_runs("failed", "fail-bulk", count)
+        seed_runs("failed", "fail-single", one_by_one)
         seed_s = time.perf_counter() - t0
 
         bulk = RunFilter(attributes={"batch": "bulk"})

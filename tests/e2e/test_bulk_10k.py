@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from benchmarks.bulk import SEEDED_ENGINE, seed_runs
 from weft_django import client
 from weft_django.engine.run_filters import RunFilter
 from weft_django.models import (
     ClaimEvent,
     JournalEntry,
-    RunSearchAttribute,
     WorkflowClaim,
     WorkflowRun,
 )
@@ -29,7 +29,6 @@ from weft_django.models import (
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 N = 10_000
-NOW_MS = 1_700_000_000_000
 
 
 @pytest.fixture(autouse=True)
@@ -40,56 +39,7 @@ def postgres_only(settings: Any) -> None:
 
 
 def seed(status: str, batch: str, count: int = N) -> list[uuid.UUID]:
-    runs = [
-        WorkflowRun(
-            id=uuid.uuid4(),
-            workflow_id=f"{batch}-{i:05d}",
-            name="bulk-order",
-            status=status,
-            input={"n": i},
-            version=3,
-            wake_seq=1,
-            parked_seq=1,
-        )
-        for i in range(count)
-    ]
-    WorkflowRun.objects.bulk_create(runs, batch_size=2000)
-    RunSearchAttribute.objects.bulk_create(
-        [
-            RunSearchAttribute(run_id=r.pk, name="batch", type="str", str_value=batch, position=0)
-            for r in runs
-        ],
-        batch_size=2000,
-    )
-    if status == "parked":
-        WorkflowClaim.objects.bulk_create(
-            [
-                WorkflowClaim(
-                    workflow_id=r.workflow_id,
-                    epoch=1,
-                    engine_id="engine-gone",
-                    expires_at=NOW_MS * 2,
-                    claimed_at=NOW_MS,
-                )
-                for r in runs
-            ],
-            batch_size=2000,
-        )
-    if status == "failed":
-        entries = []
-        for r in runs:
-            entries.append(JournalEntry(run_id=r.pk, position=0, kind="activity", command=0))
-            entries.append(
-                JournalEntry(
-                    run_id=r.pk,
-                    position=1,
-                    kind="activity",
-                    command=1,
-                    error={"type": "ValueError", "message": "boom"},
-                )
-            )
-        JournalEntry.objects.bulk_create(entries, batch_size=4000)
-    return [r.pk for r in runs]
+    return seed_runs(status, batch, count, name="bulk-order")
 
 
 def test_bulk_cancel_of_10000_runs_dry_run_interrupted_and_resumed() -> None:
@@ -115,7 +65,7 @@ def test_bulk_cancel_of_10000_runs_dry_run_interrupted_and_resumed() -> None:
     assert WorkflowRun.objects.filter(status="cancelled").count() == 600
     # Done or untouched: a cancelled run has its claim rotated, a parked one not.
     assert WorkflowClaim.objects.filter(epoch=2, engine_id__isnull=True).count() == 600
-    assert WorkflowClaim.objects.filter(epoch=1, engine_id="engine-gone").count() == N - 600 + 50
+    assert WorkflowClaim.objects.filter(epoch=1, engine_id=SEEDED_ENGINE).count() == N - 600 + 50
 
     # The same filter again (status=parked now matches only the rest).
     seen: list[tuple[int, int]] = []

@@ -38,7 +38,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from weft_django.conf import get_settings
 from weft_django.engine.operations.bulk_writes import FIELDS, cancel_batch, reactivate_batch
 from weft_django.engine.operations.cancel import cancel, default_grace_ms
-from weft_django.engine.operations.wake import resume, retry
+from weft_django.engine.operations.wake import REACTIVATABLE, resume, retry
 from weft_django.engine.run_filters import RunFilter
 from weft_django.engine.run_metrics import record_stops
 from weft_django.engine.wakes import Wake, WakeSubject, announce_many
@@ -52,8 +52,6 @@ BULK_ACTIONS: tuple[BulkAction, ...] = ("cancel", "resume", "retry")
 DEFAULT_CHUNK_SIZE = 200
 MAX_CHUNK_SIZE = 1000
 Progress = Callable[[int, int], None]
-
-_RETRYABLE = ("failed", "timed_out")
 
 
 @dataclass(frozen=True)
@@ -116,8 +114,8 @@ def _eligible(action: BulkAction, runs: QuerySet[WorkflowRun]) -> QuerySet[Workf
     if action == "cancel":
         return runs.filter(status__in=LIVE_STATUSES, cancel_requested_at__isnull=True)
     if action == "resume":
-        return runs.filter(status="suspended")
-    return runs.filter(status__in=_RETRYABLE).exclude(_newer_run())
+        return runs.filter(status__in=REACTIVATABLE["resume"])
+    return runs.filter(status__in=REACTIVATABLE["retry"]).exclude(_newer_run())
 
 
 def run_many(
@@ -282,7 +280,7 @@ def _not_applicable(action: BulkAction, row: dict[str, Any]) -> str | None:
     status = row["status"]
     if action == "retry" and row.get("superseded"):
         return "not the latest run of their workflow id"
-    wanted = {"cancel": LIVE_STATUSES, "resume": ("suspended",), "retry": _RETRYABLE}[action]
+    wanted = LIVE_STATUSES if action == "cancel" else REACTIVATABLE[action]
     if status not in wanted:
         return "already finished" if status in TERMINAL_STATUSES else str(status)
     if action == "cancel" and row["cancel_requested_at"] is not None:

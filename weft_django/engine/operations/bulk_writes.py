@@ -2,7 +2,7 @@
 
 Invariant: for every run of the chunk, the batch carries exactly the
 conditions its per-run operation would (``stop._stop_writes`` for a cancel,
-cascade included; ``wake._reactivate`` for resume and retry) -- only the
+cascade included; ``wake.reactivation_writes`` for resume and retry) -- only the
 *writes* are grouped (``pk__in`` updates, one claim rotation ``UPDATE``
 under per-claim conditions, one claim-event ``INSERT``, one journal
 ``DELETE``), so a chunk costs O(1) statements and is fenced the same.
@@ -13,15 +13,15 @@ commits.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import F
 from django.utils import timezone
 
 from weft_django.clock import now_ms
 from weft_django.conf import get_settings
-from weft_django.models import LIVE_STATUSES, JournalEntry, Timer, WorkflowClaim, WorkflowRun
+from weft_django.engine.operations.wake import reactivation_writes
+from weft_django.models import LIVE_STATUSES, Timer, WorkflowClaim, WorkflowRun
 from weft_django.ownership.batch import Condition, Delete, RunCondition, Update, Write
 from weft_django.ownership.transitions import ClaimSnapshot, build_bulk_rotation
 
@@ -87,41 +87,7 @@ def reactivate_batch(
     action: Literal["resume", "retry"], rows: list[dict[str, Any]]
 ) -> tuple[list[Condition], list[Write]]:
     """``operations.wake``'s resume / retry of every row, grouped."""
-    values: dict[str, Any] = {
-        "status": "pending",
-        "version": F("version") + 1,
-        "wake_seq": F("wake_seq") + 1,
-        "suspended_reason": "",
-        "turn_failures": 0,
-        "turn_retry_at": None,
-        "error": None,
-    }
-    pks = [r["pk"] for r in rows]
-    if action == "retry":
-        values.update(result=None, finished_at=None, deadline_at=None, cancel_deadline_at=None)
-    writes: list[Write] = [Update(WorkflowRun, {"pk__in": pks}, values)]
-    if action == "retry":
-        writes.append(DropTrailingErrors(pks))
-    return run_conditions(rows), writes
-
-
-@dataclass(frozen=True)
-class DropTrailingErrors:
-    """Retry of many runs: ``wake._DropTrailingErrors`` of each, as one ``DELETE``
-    -- every entry after the run's last entry without an error."""
-
-    run_ids: Sequence[Any]
-
-    def apply(self, using: str) -> None:
-        last_ok = (
-            JournalEntry.objects.using(using)
-            .filter(run_id=OuterRef("run_id"), error__isnull=True)
-            .order_by("-position")
-            .values("position")[:1]
-        )
-        JournalEntry.objects.using(using).filter(run_id__in=list(self.run_ids)).annotate(
-            last_ok=Subquery(last_ok)
-        ).filter(Q(last_ok__isnull=True) | Q(position__gt=F("last_ok"))).delete()
+    return run_conditions(rows), reactivation_writes(action, [r["pk"] for r in rows])
 
 
 def live_descendants(rows: list[dict[str, Any]], db: str) -> list[dict[str, Any]]:
@@ -161,7 +127,6 @@ def snapshots(workflow_ids: list[str], db: str) -> list[ClaimSnapshot]:
 
 __all__ = [
     "FIELDS",
-    "DropTrailingErrors",
     "cancel_batch",
     "live_descendants",
     "reactivate_batch",

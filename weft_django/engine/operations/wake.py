@@ -9,9 +9,11 @@ the wake itself is lost; resume and retry make the run ``pending`` again
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from django.db.models import F
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from weft_django.conf import get_settings
@@ -36,83 +38,94 @@ from weft_django.ownership.batch import (
     Write,
     conditional_batch,
 )
-from weft_django.vocab import WakeEvent
+
+#: The statuses each reactivation applies to: one rule for ``resume`` /
+#: ``retry`` and their bulk forms (``operations.bulk``).
+REACTIVATABLE: dict[str, tuple[str, ...]] = {
+    "resume": ("suspended",),
+    "retry": ("failed", "timed_out"),
+}
 
 
-def _reactivate(
-    workflow_id: str, action: WakeEvent, allowed: tuple[str, ...], extra: dict[str, Any]
-) -> WorkflowRun:
+def reactivation_values(action: Literal["resume", "retry"]) -> dict[str, Any]:
+    """What a resume or a retry writes to a run (the per-run and the bulk path alike)."""
+    values: dict[str, Any] = {
+        "status": "pending",
+        "version": F("version") + 1,
+        "wake_seq": F("wake_seq") + 1,
+        "suspended_reason": "",
+        # A fresh start: the failed-turn bound counts again from zero.
+        "turn_failures": 0,
+        "turn_retry_at": None,
+        "error": None,
+    }
+    if action == "retry":
+        # A run whose cleanup after a cancel failed keeps its journal's cancel
+        # event (the retry re-runs the cleanup) but no longer its grace's end.
+        values.update(result=None, finished_at=None, deadline_at=None, cancel_deadline_at=None)
+    return values
+
+
+def reactivation_writes(action: Literal["resume", "retry"], run_ids: Sequence[Any]) -> list[Write]:
+    """The writes of reactivating ``run_ids`` (one ``UPDATE``; a retry adds one ``DELETE``)."""
+    writes: list[Write] = [
+        Update(WorkflowRun, {"pk__in": list(run_ids)}, reactivation_values(action))
+    ]
+    if action == "retry":
+        writes.append(DropTrailingErrors(run_ids))
+    return writes
+
+
+def _reactivate(workflow_id: str, action: Literal["resume", "retry"]) -> WorkflowRun:
     db = get_settings().database
 
     def attempt() -> Prepared[WorkflowRun]:
         run = latest_run(workflow_id, db)
-        if run.status not in allowed:
+        if run.status not in REACTIVATABLE[action]:
             raise InvalidTransitionError(workflow_id, run.status, action)
-        values: dict[str, Any] = {
-            "status": "pending",
-            "version": F("version") + 1,
-            "wake_seq": F("wake_seq") + 1,
-            "suspended_reason": "",
-            # A fresh start: the failed-turn bound counts again from zero.
-            "turn_failures": 0,
-            "turn_retry_at": None,
-            **extra,
-        }
-        writes: list[Write] = [Update(WorkflowRun, {"pk": run.pk}, values)]
-        if action == "retry":
-            writes.append(_DropTrailingErrors(run.pk))
 
         def committed() -> WorkflowRun:
             announce_event(action, run.pk, db, workflow_id=workflow_id)
             run.refresh_from_db(using=db)
             return run
 
-        return Prepared([RunCondition(run.pk, statuses=frozenset({run.status}))], writes, committed)
+        return Prepared(
+            [RunCondition(run.pk, statuses=frozenset({run.status}))],
+            reactivation_writes(action, [run.pk]),
+            committed,
+        )
 
     return commit_with_retries(workflow_id, action, db, attempt)
 
 
-class _DropTrailingErrors:
+@dataclass(frozen=True)
+class DropTrailingErrors:
     """Retry: the failed steps run again, so their recorded failures are dropped.
 
-    The trailing entries with an error are those after the last entry
-    without one: one ``DELETE`` of the positions past it.
+    Of each run, the trailing entries with an error: every entry after the
+    run's last entry without one -- one ``DELETE`` however many runs.
     """
 
-    def __init__(self, run_id: Any) -> None:
-        self.run_id = run_id
+    run_ids: Sequence[Any]
 
     def apply(self, using: str) -> None:
-        entries = JournalEntry.objects.using(using).filter(run_id=self.run_id)
         last_ok = (
-            entries.filter(error__isnull=True)
+            JournalEntry.objects.using(using)
+            .filter(run_id=OuterRef("run_id"), error__isnull=True)
             .order_by("-position")
-            .values_list("position", flat=True)
-            .first()
+            .values("position")[:1]
         )
-        trailing = entries if last_ok is None else entries.filter(position__gt=last_ok)
-        trailing.delete()
+        JournalEntry.objects.using(using).filter(run_id__in=list(self.run_ids)).annotate(
+            last_ok=Subquery(last_ok)
+        ).filter(Q(last_ok__isnull=True) | Q(position__gt=F("last_ok"))).delete()
 
 
 def resume(workflow_id: str) -> WorkflowRun:
-    return _reactivate(workflow_id, "resume", ("suspended",), {"error": None})
+    return _reactivate(workflow_id, "resume")
 
 
 def retry(workflow_id: str) -> WorkflowRun:
-    return _reactivate(
-        workflow_id,
-        "retry",
-        ("failed", "timed_out"),
-        # A run whose cleanup after a cancel failed keeps its journal's cancel
-        # event (the retry re-runs the cleanup) but no longer its grace's end.
-        {
-            "error": None,
-            "result": None,
-            "finished_at": None,
-            "deadline_at": None,
-            "cancel_deadline_at": None,
-        },
-    )
+    return _reactivate(workflow_id, "retry")
 
 
 def signal(workflow_id: str, name: str, payload: Any) -> SignalMessage:
