@@ -1,10 +1,10 @@
-"""``GET workflows/`` filters and ``POST workflows/<action>-many/`` (issue #20 part 3).
+"""``GET workflows/`` filters and ``POST bulk/<action>/`` (issue #20 part 3).
 
 What could fail: a filter parameter ignored (the list silently wider), a
 bad value answered with 200 or 500 instead of a 400 naming it, a repeated
 parameter reduced to its last value, a bulk request that acts on every run
 without ``all``, a dry run that writes, a user who may not cancel one run
-cancelling many, the bulk route hiding a workflow whose id is ``cancel-many``.
+cancelling many, a bulk route hiding a workflow (one whose id is ``cancel-many``).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def test_a_bad_filter_is_a_400_naming_the_value(
 
 def test_bulk_dry_run_then_cancel(api: Any, runs: dict[str, str]) -> None:
     body = {"filter": {"attr": ["customer=acme"]}, "dry_run": True}
-    dry = api.post(url("workflows/cancel-many/"), body, format="json")
+    dry = api.post(url("bulk/cancel/"), body, format="json")
     assert dry.status_code == 200, dry.content
     assert dry.json() == {
         "action": "cancel",
@@ -139,7 +139,7 @@ def test_bulk_dry_run_then_cancel(api: Any, runs: dict[str, str]) -> None:
     }
     assert not WorkflowRun.objects.filter(status="cancelled").exists()
     done = api.post(
-        url("workflows/cancel-many/"),
+        url("bulk/cancel/"),
         {"filter": {"attr": ["customer=acme"]}, "reason": "wrong customer"},
         format="json",
     ).json()
@@ -154,31 +154,31 @@ def test_bulk_dry_run_then_cancel(api: Any, runs: dict[str, str]) -> None:
         "fb-3": "parent fb-0 was cancelled",
     }
     again = api.post(
-        url("workflows/cancel-many/"), {"filter": {"attr": ["customer=acme"]}}, format="json"
+        url("bulk/cancel/"), {"filter": {"attr": ["customer=acme"]}}, format="json"
     ).json()
     assert (again["changed"], again["skipped"]) == (0, 2)
 
 
 def test_bulk_resume_and_retry(api: Any, runs: dict[str, str]) -> None:
     resumed = api.post(
-        url("workflows/resume-many/"), {"filter": {"status": ["suspended"]}}, format="json"
+        url("bulk/resume/"), {"filter": {"status": ["suspended"]}}, format="json"
     ).json()
     assert (resumed["action"], resumed["changed"]) == ("resume", 1)
     assert WorkflowRun.objects.get(workflow_id="fb-1").status == "pending"
     WorkflowRun.objects.filter(workflow_id="fb-2").update(status="failed")
     retried = api.post(
-        url("workflows/retry-many/"), {"filter": {"workflow_id": ["fb-2", "fb-3"]}}, format="json"
+        url("bulk/retry/"), {"filter": {"workflow_id": ["fb-2", "fb-3"]}}, format="json"
     ).json()
     assert (retried["changed"], retried["skipped"]) == (1, 1)
 
 
 def test_an_empty_filter_needs_all(api: Any, runs: dict[str, str]) -> None:
     for body in ({}, {"filter": {}}, {"filter": {"attr": []}}, {"all": False}):
-        response = api.post(url("workflows/cancel-many/"), body, format="json")
+        response = api.post(url("bulk/cancel/"), body, format="json")
         assert response.status_code == 400, response.content
         assert "all" in response.json()["errors"]
     assert not WorkflowRun.objects.filter(status="cancelled").exists()
-    everything = api.post(url("workflows/cancel-many/"), {"all": True}, format="json").json()
+    everything = api.post(url("bulk/cancel/"), {"all": True}, format="json").json()
     assert everything["changed"] == 4 and everything["filter"] == "(every run)"
 
 
@@ -196,7 +196,7 @@ def test_an_empty_filter_needs_all(api: Any, runs: dict[str, str]) -> None:
 def test_a_bad_bulk_body_is_a_400_changing_nothing(
     api: Any, runs: dict[str, str], body: dict[str, Any], where: str | None
 ) -> None:
-    response = api.post(url("workflows/cancel-many/"), body, format="json")
+    response = api.post(url("bulk/cancel/"), body, format="json")
     assert response.status_code == 400, response.content
     errors = response.json()["errors"]
     if where == "dry_run":
@@ -213,7 +213,7 @@ def test_bulk_needs_the_action_permissions(plain_user: Any, runs: dict[str, str]
         caller = APIClient()
         if who is not None:
             caller.force_login(who)
-        response = caller.post(url("workflows/cancel-many/"), {"all": True}, format="json")
+        response = caller.post(url("bulk/cancel/"), {"all": True}, format="json")
         assert response.status_code == 403
     assert not WorkflowRun.objects.filter(status="cancelled").exists()
 
@@ -223,4 +223,5 @@ def test_a_workflow_called_cancel_many_is_still_readable(api: Any) -> None:
     response = api.get(url("workflows/cancel-many/"))
     assert response.status_code == 200 and response.json()["workflow_id"] == "cancel-many"
     assert api.get(url("workflows/retry-many/")).json()["code"] == "workflow_not_found"
+    assert api.get(url("bulk/cancel/")).status_code == 405  # a bulk route takes POST only
     assert api.post(url("workflows/cancel-many/cancel/"), {}, format="json").status_code == 200

@@ -16,9 +16,9 @@ S = "/api/weft/schedules/{schedule_id}/"
 EXPECTED = {
     ("/api/weft/workflows/", "get"),
     ("/api/weft/workflows/", "post"),
-    ("/api/weft/workflows/cancel-many/", "post"),
-    ("/api/weft/workflows/resume-many/", "post"),
-    ("/api/weft/workflows/retry-many/", "post"),
+    ("/api/weft/bulk/cancel/", "post"),
+    ("/api/weft/bulk/resume/", "post"),
+    ("/api/weft/bulk/retry/", "post"),
     (W, "get"),
     (W + "history/", "get"),
     (W + "signal/", "post"),

@@ -110,6 +110,9 @@ API_WRITES: dict[str, tuple[Callable[[Any], None], Callable[[], bool]]] = {
         lambda: WorkflowRun.objects.filter(workflow_id__startswith="sec-sched@").count() == 3,
     ),
     "workflow-update": (_pending, lambda: UpdateRequest.objects.filter(name="stage").exists()),
+    "bulk-cancel": (_pending, lambda: _status() == "cancelled"),
+    "bulk-resume": (_suspended, lambda: _status() == "pending"),
+    "bulk-retry": (_failed, lambda: _status() == "pending"),
 }
 OK_STATUS = {
     "workflow-list": 201,

@@ -71,6 +71,11 @@ STAFF_EXPECTED: dict[tuple[str, str], int] = {
     ("schedule-resume", "POST"): 404,
     ("schedule-trigger", "POST"): 404,
     ("schedule-backfill", "POST"): 404,
+    # Bulk by filter (the body names WID): the counts, 200 -- resume and retry
+    # skip the pending run, cancel ends it.
+    ("bulk-cancel", "POST"): 200,
+    ("bulk-resume", "POST"): 200,
+    ("bulk-retry", "POST"): 200,
 }
 #: The token alone authorises these (SPEC §5): same answer for every role.
 TOKEN_ROUTES = {"async-activity-complete": "POST", "async-activity-fail": "POST"}
@@ -90,6 +95,9 @@ BODIES: dict[str, dict[str, Any]] = {
     "schedule-list": {"schedule_id": "sec-sched", "workflow": "sec-signal", "every": 3600},
     "schedule-detail": {"every": 7200},
     "schedule-backfill": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T02:00:00Z"},
+    "bulk-cancel": {"filter": {"workflow_id": [WID]}},
+    "bulk-resume": {"filter": {"workflow_id": [WID]}},
+    "bulk-retry": {"filter": {"workflow_id": [WID]}},
 }
 SID = "sec-sched"
 SAMPLE_KWARGS = {

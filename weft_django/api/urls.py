@@ -84,10 +84,6 @@ _WORKFLOW = "workflows/<weft_workflow_id:workflow_id>/"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("workflows/", views.WorkflowListView.as_view(), name="workflow-list"),
-    # Before workflows/<id>/: "cancel-many" is also a valid workflow id (api.views.bulk).
-    path("workflows/cancel-many/", WorkflowCancelManyView.as_view(), name="workflow-cancel-many"),
-    path("workflows/resume-many/", WorkflowResumeManyView.as_view(), name="workflow-resume-many"),
-    path("workflows/retry-many/", WorkflowRetryManyView.as_view(), name="workflow-retry-many"),
     path(_WORKFLOW, views.WorkflowDetailView.as_view(), name="workflow-detail"),
     path(_WORKFLOW + "history/", views.WorkflowHistoryView.as_view(), name="workflow-history"),
     path(_WORKFLOW + "signal/", views.WorkflowSignalView.as_view(), name="workflow-signal"),
@@ -114,6 +110,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_WORKFLOW + "events/", WorkflowEventsView.as_view(), name="workflow-events"),
     path(_WORKFLOW + "events/<str:key>/", WorkflowEventView.as_view(), name="workflow-event"),
     path(_WORKFLOW + "streams/<str:key>/", WorkflowStreamView.as_view(), name="workflow-stream"),
+    # Not under workflows/: any segment there may be a workflow id (api.views.bulk).
+    path("bulk/cancel/", WorkflowCancelManyView.as_view(), name="bulk-cancel"),
+    path("bulk/resume/", WorkflowResumeManyView.as_view(), name="bulk-resume"),
+    path("bulk/retry/", WorkflowRetryManyView.as_view(), name="bulk-retry"),
     path("claims/", views.ClaimListView.as_view(), name="claim-list"),
     path("engines/", views.EngineListView.as_view(), name="engine-list"),
     path("metrics/", views.MetricsView.as_view(), name="metrics"),

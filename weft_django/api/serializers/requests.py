@@ -291,7 +291,7 @@ def filter_params(validated: dict[str, Any]) -> dict[str, Any]:
 
 
 class BulkActionSerializer(serializers.Serializer):
-    """`POST workflows/cancel-many/`, `resume-many/`, `retry-many/`."""
+    """`POST bulk/cancel/`, `bulk/resume/`, `bulk/retry/`."""
 
     filter = RunFilterSerializer(
         required=False, help_text="Which runs; an empty filter needs `all`: true."

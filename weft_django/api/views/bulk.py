@@ -1,4 +1,4 @@
-"""``POST workflows/cancel-many/``, ``resume-many/``, ``retry-many/``: act by filter.
+"""``POST bulk/cancel/``, ``bulk/resume/``, ``bulk/retry/``: act by filter.
 
 Each is one call to ``client.cancel_many`` / ``resume_many`` / ``retry_many``
 (``engine.operations.bulk``): the runs change in fenced chunks, so a request
@@ -6,9 +6,9 @@ cut short leaves each run done or untouched and the same request again
 finishes the rest. The filter is the list's, as a JSON object; an empty one
 needs ``"all": true``. The same permissions as the per-run actions.
 
-The routes sit before ``workflows/<id>/`` (a workflow id may be spelled
-``cancel-many``): a ``GET`` of one of these paths still answers the detail
-of the workflow of that id.
+They live under ``bulk/``, outside ``workflows/<id>/``: any path there may be
+a workflow id (``cancel-many`` is a valid one), so a bulk route there would
+hide a workflow.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from weft_django.engine.run_filters import RunFilter
 from weft_django.errors import InvalidRunFilter
 
 from .base import WeftAPIView, actor, filter_error, validated
-from .workflows import WorkflowDetailView
 
 _WHAT = {
     "cancel": "Cancel every live run the filter matches, with its live descendants (each "
@@ -67,11 +66,6 @@ class _BulkView(WeftAPIView):
             raise filter_error(error, None if error.key == "all" else "filter") from None
         return Response(BulkResultSerializer(result.as_dict()).data)
 
-    def get(self, request: Request, **kwargs: Any) -> Response:
-        """The workflow whose id is this path's last segment (see the module)."""
-        workflow_id = request.path.rstrip("/").rsplit("/", 1)[-1]
-        return WorkflowDetailView.as_view()(request._request, workflow_id=workflow_id)
-
 
 def _schema(action: str) -> Any:
     return extend_schema(
@@ -85,7 +79,7 @@ def _schema(action: str) -> Any:
 
 
 class WorkflowCancelManyView(_BulkView):
-    """``workflows/cancel-many/``."""
+    """``bulk/cancel/``."""
 
     action = "cancel"
 
@@ -93,13 +87,9 @@ class WorkflowCancelManyView(_BulkView):
     def post(self, request: Request) -> Response:
         return super().post(request)
 
-    @extend_schema(exclude=True)
-    def get(self, request: Request, **kwargs: Any) -> Response:
-        return super().get(request)
-
 
 class WorkflowResumeManyView(_BulkView):
-    """``workflows/resume-many/``."""
+    """``bulk/resume/``."""
 
     action = "resume"
 
@@ -107,23 +97,15 @@ class WorkflowResumeManyView(_BulkView):
     def post(self, request: Request) -> Response:
         return super().post(request)
 
-    @extend_schema(exclude=True)
-    def get(self, request: Request, **kwargs: Any) -> Response:
-        return super().get(request)
-
 
 class WorkflowRetryManyView(_BulkView):
-    """``workflows/retry-many/``."""
+    """``bulk/retry/``."""
 
     action = "retry"
 
     @_schema("retry")
     def post(self, request: Request) -> Response:
         return super().post(request)
-
-    @extend_schema(exclude=True)
-    def get(self, request: Request, **kwargs: Any) -> Response:
-        return super().get(request)
 
 
 __all__ = ["WorkflowCancelManyView", "WorkflowResumeManyView", "WorkflowRetryManyView"]
