@@ -70,7 +70,9 @@ def _state(workflow_id: str) -> tuple[Any, list[tuple[Any, ...]]]:
         )
     )
     events = list(
-        ClaimEvent.objects.filter(workflow_id=workflow_id).order_by("id").values_list(*EVENT_COLUMNS)
+        ClaimEvent.objects.filter(workflow_id=workflow_id)
+        .order_by("id")
+        .values_list(*EVENT_COLUMNS)
     )
     return claim, events
 
@@ -133,7 +135,14 @@ def test_both_paths_write_the_same_rows(general_executor: Callable[[], None]) ->
     # The last state: rotated at epoch 4, no holder; six events in order.
     claim, events = fast[-1]
     assert claim == [(4, None, None, None)]
-    assert [e[3] for e in events] == ["acquire", "release", "acquire", "takeover", "release", "rotate"]
+    assert [e[3] for e in events] == [
+        "acquire",
+        "release",
+        "acquire",
+        "takeover",
+        "release",
+        "rotate",
+    ]
 
 
 @pytest.mark.parametrize("path", ["one statement", "general executor"])
