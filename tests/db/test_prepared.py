@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import DatabaseError, connection, connections
+from django.db import DatabaseError, connection, connections, transaction
+from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
 from tests.support import ManualClock
@@ -119,3 +120,17 @@ def test_a_reconnect_gets_a_fresh_cursor() -> None:
     assert prepared.fetchone("default", "SELECT %s::text", ["a"]) == ("a",)
     connection.close()
     assert prepared.fetchone("default", "SELECT %s::text", ["b"]) == ("b",)
+
+
+def test_without_execute_wrappers_a_broken_transaction_is_still_refused() -> None:
+    """The path with no hook to call keeps Django's checks: after an error
+    inside ``atomic``, the next statement is refused before it is sent."""
+    assert not connection.execute_wrappers
+    with transaction.atomic():
+        with pytest.raises(DatabaseError):
+            prepared.fetchone("default", "SELECT 1 FROM no_such_weft_table WHERE x = %s", [1])
+        connection.needs_rollback = True  # what atomic sets on an error it sees
+        with pytest.raises(TransactionManagementError):
+            prepared.fetchone("default", "SELECT %s::int", [1])
+        transaction.set_rollback(True)
+    assert prepared.fetchone("default", "SELECT %s::int", [3]) == (3,)

@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 from django.db import connections
 from django.db.utils import load_backend
 
@@ -29,6 +30,11 @@ from weft_django.db.sqlite import SQLiteOps
 
 _BY_VENDOR: dict[str, StoreOps] = {"postgresql": PostgreSQLOps(), "sqlite": SQLiteOps()}
 _PORTABLE = StoreOps()
+#: alias -> its ops object. An alias's backend is fixed for the life of the
+#: process (Django reads ``DATABASES`` once per handler), and ``connections[alias]``
+#: is a thread-local lookup that the claim cycle would otherwise pay per
+#: statement; dropped when ``DATABASES`` is overridden, to be safe.
+_BY_ALIAS: dict[str, StoreOps] = {}
 
 
 def vendor_ops(vendor: str) -> StoreOps:
@@ -38,7 +44,18 @@ def vendor_ops(vendor: str) -> StoreOps:
 
 def ops(using: str) -> StoreOps:
     """The ops object of database alias ``using``."""
-    return vendor_ops(connections[using].vendor)
+    found = _BY_ALIAS.get(using)
+    if found is None:
+        found = _BY_ALIAS[using] = vendor_ops(connections[using].vendor)
+    return found
+
+
+def _on_setting_changed(*, setting: str, **_: Any) -> None:
+    if setting == "DATABASES":
+        _BY_ALIAS.clear()
+
+
+setting_changed.connect(_on_setting_changed, dispatch_uid="weft_django.db.ops_by_alias")
 
 
 def ops_for_connection(connection: Any) -> StoreOps:

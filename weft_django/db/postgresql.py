@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from django.core import checks
@@ -77,6 +78,7 @@ class PostgreSQLOps(StoreOps):
         self._statements: dict[tuple[type[models.Model], bool, tuple[bool, ...] | None], str] = {}
         self._fields: dict[type[models.Model], tuple[tuple[str, str], ...]] = {}
         self._read_sql: dict[str, str] = {}
+        self._event_values: dict[type[models.Model], Any] = {}
 
     # -- the claim statement -------------------------------------------------
     def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:
@@ -102,17 +104,23 @@ class PostgreSQLOps(StoreOps):
         event: models.Model,
     ) -> bool:
         model = type(event)
-        null_pattern = None if holder is None else tuple(v is None for v in holder)
-        holder_params = [] if holder is None else [v for v in holder if v is not None]
-        new_values = [new_epoch, *new_holder]
         if upsert:
-            claim_params = [workflow_id, *new_values, epoch, *holder_params]
+            params = [workflow_id, new_epoch, *new_holder, epoch]
         else:
-            claim_params = [*new_values, workflow_id, epoch, *holder_params]
-        fields = self._event_fields(model)
-        event_params = [getattr(event, name) for name, _ in fields]
+            params = [new_epoch, *new_holder, workflow_id, epoch]
+        if holder is None:
+            null_pattern = None
+        else:
+            null_pattern = (holder[0] is None, holder[1] is None, holder[2] is None)
+            params += [v for v in holder if v is not None]
+        getter = self._event_values.get(model)
+        if getter is None:
+            getter = self._event_values[model] = attrgetter(
+                *(name for name, _ in self._event_fields(model))
+            )
+        params += getter(event)
         sql = self._statement(using, model, upsert, null_pattern)
-        row = prepared.fetchone(using, sql, [*claim_params, *event_params])
+        row = prepared.fetchone(using, sql, params)
         if row is None:
             return False
         event.pk = row[0]

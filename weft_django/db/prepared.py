@@ -53,6 +53,12 @@ def fetchone(using: str, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | N
         return _through_django(wrapper, sql, params)
     wrapper.validate_thread_sharing()
     cursor = _cursor(wrapper, raw)
+    if not wrapper.execute_wrappers:  # nobody to show the statement to
+        wrapper.validate_no_broken_transaction()
+        with wrapper.wrap_database_errors:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        return None if row is None else tuple(row)
 
     def execute(sql: str, params: Any, many: bool, context: Any) -> Any:
         wrapper.validate_no_broken_transaction()

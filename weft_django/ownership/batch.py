@@ -87,7 +87,6 @@ def conditional_batch(
     conds = list(conditions)
     ops = list(writes)
     vendor = store.ops(db)
-    nested = connections[db].in_atomic_block
     savepoint = savepoint or any(isinstance(op, Insert) and op.absence is not None for op in ops)
     attempt = 0
     while True:
@@ -107,6 +106,11 @@ def conditional_batch(
         except WriteConflict as conflict:
             return BatchResult(False, conflict.condition, attempt)
         except DatabaseError as exc:
+            # Nested (inside the caller's transaction): no retry. Asked only
+            # here -- a thread-local lookup the claim cycle need not pay --
+            # and unchanged by the failed attempt: the claim statement opens
+            # no atomic block, and ``atomic`` restores the flag on its way out.
+            nested = connections[db].in_atomic_block
             if nested or attempt >= MAX_RETRIES or not is_retryable(exc):
                 raise
             time.sleep(min(0.5, 0.005 * 2**attempt) * (0.5 + random.random()))
@@ -137,8 +141,9 @@ def try_claim_statement(
     cond = conds[0]
     if not isinstance(cond, ClaimCondition) or cond.match not in ("exact", "any"):
         return None
-    put = next((op for op in ops if isinstance(op, PutClaim)), None)
-    event = next((op for op in ops if isinstance(op, Insert)), None)
+    first, second = ops
+    put = first if isinstance(first, PutClaim) else second if isinstance(second, PutClaim) else None
+    event = first if isinstance(first, Insert) else second if isinstance(second, Insert) else None
     if (
         put is None
         or event is None
