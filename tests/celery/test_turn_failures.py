@@ -12,6 +12,7 @@ PostgreSQL only (asserted); ``processes`` marker: a real worker node.
 from __future__ import annotations
 
 import pytest
+from django.db import transaction
 
 from tests.celery.conftest import CeleryWorker, wait_for
 from weft_django import client
@@ -59,6 +60,9 @@ def test_a_turn_that_raises_in_a_pool_is_retried_then_suspended(
     assert len(retries) >= MAX_FAILURES - 1, log[-4000:]
     assert retry_delay_ms(1) == 1_000
 
-    client.resume("celery-turnfail")
-    fresh = WorkflowRun.objects.get(pk=handle.run_id)
+    # Read inside the resume's own transaction: once it commits, the live node
+    # may pick the run up at once (it is pending for milliseconds at most).
+    with transaction.atomic():
+        client.resume("celery-turnfail")
+        fresh = WorkflowRun.objects.get(pk=handle.run_id)
     assert (fresh.status, fresh.turn_failures, fresh.turn_retry_at) == ("pending", 0, None)
