@@ -24,6 +24,7 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from tests.support import ManualClock, StaticHost
+from weft_django import db as store
 from weft_django.errors import EngineDeposedError
 from weft_django.models import (
     ClaimEvent,
@@ -318,10 +319,42 @@ def test_a_locked_database_is_retried_when_the_batch_owns_its_transaction(
         return real(*args)
 
     monkeypatch.setattr(batch_module, "_lock_and_check", flaky)
+    # The general path (PostgreSQL would run this shape as one checked statement).
+    monkeypatch.setattr(batch_module, "try_checked_statement", lambda *args: None)
     monkeypatch.setattr(batch_module.time, "sleep", lambda s: None)
     result = conditional_batch([], [PutClaim("wf", 1, ("e", 1, 1))])
     assert (result.committed, result.attempts) == (True, 2)
     assert _columns("wf") == (1, "e", 1, 1)
+
+
+def test_a_deadlocked_checked_statement_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-statement form of a batch retries like the general path."""
+    from weft_django.db import write_statements
+
+    if not store.ops("default").supports_coalesced_writes:
+        pytest.skip("SQLite runs every batch on the general path (tested above)")
+    real = write_statements.execute_checked
+    calls = []
+
+    def deadlocked(*args):
+        calls.append(1)
+        if len(calls) == 1:
+            error = OperationalError("deadlock detected")
+            error.__cause__ = type("Cause", (Exception,), {"sqlstate": "40P01"})()
+            raise error
+        return real(*args)
+
+    monkeypatch.setattr(write_statements, "execute_checked", deadlocked)
+    monkeypatch.setattr(batch_module.time, "sleep", lambda s: None)
+    WorkflowClaim.objects.create(
+        workflow_id="wf", epoch=1, engine_id="e", expires_at=1, claimed_at=1
+    )
+    result = conditional_batch(
+        [ClaimCondition("wf", 1, ("e", None, None), "owner")],
+        [PutClaim("wf", 2, ("f", 2, 2)), PutClaim("other", 1, ("f", 2, 2))],
+    )
+    assert (result.committed, result.attempts) == (True, 2)
+    assert _columns("wf") == (2, "f", 2, 2)
 
 
 def test_no_retry_inside_an_outer_transaction(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -85,6 +85,10 @@ class StoreOps:
     #: ``FOR UPDATE SKIP LOCKED``: a batch pickup locks pending runs and their
     #: claim rows without waiting for a row another engine is taking.
     supports_skip_locked: ClassVar[bool] = False
+    #: A checked batch's writes run as few statements as their shapes allow
+    #: (``db.write_statements``): multi-row inserts and updates, and writes
+    #: on distinct tables as one statement of data-modifying CTEs.
+    supports_coalesced_writes: ClassVar[bool] = False
 
     # -- claim rows ----------------------------------------------------------
     def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:

@@ -72,6 +72,7 @@ class PostgreSQLOps(StoreOps):
     supports_listen_notify: ClassVar[bool] = True
     supports_session_presence: ClassVar[bool] = True
     supports_skip_locked: ClassVar[bool] = True
+    supports_coalesced_writes: ClassVar[bool] = True
 
     def __init__(self) -> None:
         # Built once per shape: the claim statement is the protocol's hottest one.

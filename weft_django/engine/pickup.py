@@ -64,16 +64,22 @@ def pending_due(engine: TurnHost, *, queued: bool = False) -> Any:
     return due
 
 
-def pickup_parts(engine: TurnHost, run: WorkflowRun) -> tuple[list[Condition], list[Write]]:
-    """The pending → running condition and write of ``run`` (claim not included)."""
+def pickup_parts(
+    engine: TurnHost, run: WorkflowRun, *, now_ms: int | None = None, now: Any = None
+) -> tuple[list[Condition], list[Write]]:
+    """The pending → running condition and write of ``run`` (claim not included).
+
+    ``now_ms`` / ``now``: the batch's one instant, so the runs of a batch
+    pickup get equal values and their writes are one statement
+    (``ownership.write_plan``)."""
     values: dict[str, Any] = {
         "status": "running",
         "version": F("version") + 1,
-        "turn_started_at": engine.now_ms(),
+        "turn_started_at": engine.now_ms() if now_ms is None else now_ms,
         "turn_pid": os.getpid(),
     }
     if run.started_at is None:
-        values["started_at"] = timezone.now()
+        values["started_at"] = timezone.now() if now is None else now
     conditions: list[Condition] = [
         RunCondition(run.pk, statuses=frozenset({"pending"}), label="pending")
     ]
@@ -136,6 +142,7 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
             folds = []
             batch: list[WorkflowRun] = []
             committed_values: list[dict[str, Any]] = []
+            now_ms, now = engine.now_ms(), timezone.now()
             for run in runs:
                 row = rows.get(run.workflow_id)
                 if row is None:  # another transaction holds the claim row: a later pass
@@ -145,7 +152,7 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
                 if held or not snapshot.holder_absent:
                     out.single.append(run)
                     continue
-                run_conditions, run_writes = pickup_parts(engine, run)
+                run_conditions, run_writes = pickup_parts(engine, run, now_ms=now_ms, now=now)
                 conditions += run_conditions
                 writes += run_writes
                 committed_values += [w.values for w in run_writes if isinstance(w, Update)]

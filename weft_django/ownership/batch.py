@@ -60,6 +60,7 @@ from weft_django.ownership.ops import (
     Write,
     WriteConflict,
 )
+from weft_django.ownership.write_plan import apply_writes, try_checked_statement
 
 #: Global lock order: rank of the model, then primary key.
 LOCK_RANK: dict[type[models.Model], int] = {WorkflowClaim: 0, GlobalLease: 1, WorkflowRun: 2}
@@ -95,13 +96,21 @@ def conditional_batch(
             single = try_claim_statement(vendor, conds, ops, db)
             if single is not None:  # a bare claim transition: one atomic statement
                 return BatchResult(single, None if single else conds[0], attempt)
+            # Lock, check and write as one statement where the batch's shape
+            # allows -- when the batch owns its transaction, or the caller's
+            # transaction is the batch's own (``savepoint=False``: a statement
+            # that raises aborts it as the general path's would). A condition
+            # that did not hold there goes on to the general path, which names it.
+            if (not savepoint or not connections[db].in_atomic_block) and try_checked_statement(
+                vendor, conds, ops, db
+            ):
+                return BatchResult(True, None, attempt)
             # A failed condition returns before any write: nothing to undo.
             with transaction.atomic(using=db, savepoint=savepoint):
                 failed = _lock_and_check(vendor, conds, ops, db)
                 if failed is not None:
                     return BatchResult(False, failed, attempt)
-                for op in ops:
-                    op.apply(db)
+                apply_writes(vendor, ops, db)
             return BatchResult(True, None, attempt)
         except WriteConflict as conflict:
             return BatchResult(False, conflict.condition, attempt)

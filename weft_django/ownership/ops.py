@@ -140,9 +140,14 @@ class PutClaim:
 
     def apply(self, using: str) -> None:
         engine_id, expires_at, claimed_at = self.holder
-        WorkflowClaim.objects.using(using).filter(pk=self.workflow_id).update(
-            epoch=self.epoch, engine_id=engine_id, expires_at=expires_at, claimed_at=claimed_at
-        )
+        values = {
+            "epoch": self.epoch,
+            "engine_id": engine_id,
+            "expires_at": expires_at,
+            "claimed_at": claimed_at,
+        }
+        if not update_by_pk(WorkflowClaim, {"pk": self.workflow_id}, values, using):
+            WorkflowClaim.objects.using(using).filter(pk=self.workflow_id).update(**values)
 
 
 @dataclass(frozen=True)
@@ -193,7 +198,7 @@ class Update:
             self.model._default_manager.using(using).filter(**self.filters).update(**values)
 
 
-def stamped(model: type[models.Model], values: dict[str, Any]) -> dict[str, Any]:
+def stamped(model: type[models.Model], values: dict[str, Any], now: Any = None) -> dict[str, Any]:
     """``values`` with ``updated_at`` set when they write a ``WorkflowRun``.
 
     Invariant: every write of a run row moves its ``updated_at`` (the API's
@@ -206,7 +211,7 @@ def stamped(model: type[models.Model], values: dict[str, Any]) -> dict[str, Any]
     """
     if model is not WorkflowRun or "updated_at" in values:
         return values
-    return {**values, "updated_at": timezone.now()}
+    return {**values, "updated_at": timezone.now() if now is None else now}
 
 
 @dataclass(frozen=True)
