@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -85,21 +86,36 @@ class Transaction:
         return self.outcome == "commit" and bool(self.writes)
 
     def tables(self) -> list[str]:
-        return sorted({_table(s) for s in self.writes})
+        return sorted({t for s in self.writes for t in _tables(s)})
+
+
+#: A write inside any statement -- plain, or a data-modifying CTE (``WITH w AS
+#: (INSERT …)``: the fenced batch's one-statement checkpoint) -- and its table.
+_WRITE = re.compile(r'\b(INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+"?([\w.]+)"?', re.IGNORECASE)
+
+
+def _writes(sql: str) -> list[re.Match[str]]:
+    """The statement's writes (``FOR UPDATE`` is a lock, not a write)."""
+    return [
+        match
+        for match in _WRITE.finditer(sql)
+        if not (
+            match.group(1).upper() == "UPDATE"
+            and sql[: match.start()].rstrip().upper().endswith("FOR")
+        )
+    ]
 
 
 def _verb(sql: str) -> str:
+    """INSERT / UPDATE / DELETE for a statement that writes, else its first word."""
+    writes = _writes(sql)
+    if writes:
+        return writes[0].group(1).split()[0].upper()
     return sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
 
 
-def _table(sql: str) -> str:
-    words = sql.replace('"', "").split()
-    verb = words[0].upper()
-    if verb == "INSERT":  # INSERT INTO t
-        return words[2]
-    if verb == "DELETE":  # DELETE FROM t
-        return words[2]
-    return words[1]  # UPDATE t
+def _tables(sql: str) -> list[str]:
+    return [match.group(2) for match in _writes(sql)]
 
 
 class CommitCounter:
