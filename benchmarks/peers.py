@@ -25,8 +25,11 @@ median of the repeats reported:
 2. **burst**: RUNS_BURST starts as fast as PRODUCER_THREADS threads can,
    then wait for all: workflows/s = runs ÷ (last completion − first start).
    weft with 1, 2 and 4 ``weft_worker`` engines (``throughput.run_ours``,
-   polling transport); DBOS one executor, a queue of DBOS_CONCURRENCY
-   (``throughput.run_dbos``); the Celery chain on one node.
+   polling transport), each driving ``--weft-concurrency`` turns at once
+   (default DBOS_CONCURRENCY: the same concurrency as the DBOS queue), and,
+   for context, one engine at its default ``WORKER_CONCURRENCY`` (4,
+   ``weft_1_engines_default``); DBOS one executor, a queue of
+   DBOS_CONCURRENCY (``throughput.run_dbos``); the Celery chain on one node.
 
 Targets (issue #15), each a ratio of this run's medians: sequential p50 ≤
 1.0 × DBOS (moonshot 0.5 ×); sequential workflows/s ≥ 1.0 × DBOS; burst with
@@ -121,8 +124,10 @@ def weft_sequential(runs: int) -> dict[str, Any]:
         connections.close_all()
 
 
-def weft_burst(n: int, runs: int, stats_conn: Any) -> dict[str, Any]:
-    out = throughput.run_ours(n, runs, stats_conn, "polling")
+def weft_burst(n: int, runs: int, stats_conn: Any, concurrency: int | None) -> dict[str, Any]:
+    """``concurrency``: the engines' ``--concurrency`` (``None``: the default)."""
+    extra = () if concurrency is None else ("--concurrency", str(concurrency))
+    out = throughput.run_ours(n, runs, stats_conn, "polling", extra)
     return {k: out[k] for k in ("runs", "window_s", "workflows_per_s", "producer_s")} | {
         "start_to_complete_ms": out["start_to_complete_ms"],
         "claim_attempts": out["claim_attempts"],
@@ -314,6 +319,7 @@ def run(
     peer: bool = True,
     dbos_poll: float = DBOS_POLL_S,
     scenarios: tuple[str, ...] = SCENARIOS,
+    weft_concurrency: int = DBOS_CONCURRENCY,
 ) -> dict[str, Any]:
     machine = common.Machine()
     url = common.bench_url()
@@ -355,9 +361,15 @@ def run(
             measure("sequential.celery_chain", lambda: celery_sequential(runs_seq))
         for n in counts if "burst" in scenarios else ():
             measure(
-                f"burst.weft_{n}_engines", functools.partial(weft_burst, n, runs_burst, stats_conn)
+                f"burst.weft_{n}_engines",
+                functools.partial(weft_burst, n, runs_burst, stats_conn, weft_concurrency),
             )
             if n == 1:
+                # Context: the same engine at its default WORKER_CONCURRENCY (4).
+                measure(
+                    "burst.weft_1_engines_default",
+                    functools.partial(weft_burst, 1, runs_burst, stats_conn, None),
+                )
                 dbos_leg("burst.dbos", lambda: dbos_burst(runs_burst, dbos_poll))
                 measure("burst.celery_chain", lambda: celery_burst(runs_burst))
     stats_conn.close()
@@ -417,6 +429,15 @@ def run(
         "sequential_wps_vs_celery": _over(
             get(seq, "weft", "workflows_per_s"), get(seq, "celery_chain", "workflows_per_s")
         ),
+        # Context: one engine at its default WORKER_CONCURRENCY (4), not a target.
+        "burst_1_default_vs_dbos": _over(
+            get(burst, "weft_1_engines_default", "workflows_per_s"),
+            get(burst, "dbos", "workflows_per_s"),
+        ),
+        "burst_1_default_vs_celery": _over(
+            get(burst, "weft_1_engines_default", "workflows_per_s"),
+            get(burst, "celery_chain", "workflows_per_s"),
+        ),
         "targets": targets,
         "headline": {
             k: {
@@ -474,7 +495,10 @@ def run(
             "engine_counts": list(counts),
             "producer_threads": PRODUCER_THREADS,
             "weft": "weft_worker defaults: TRANSPORT polling, POLL_INTERVAL 0.2 s, LISTEN on, "
-            "WORKER_CONCURRENCY 4; result() waits on NOTIFY",
+            "result() waits on NOTIFY; WORKER_CONCURRENCY 4 (the default) for sequential "
+            f"and burst.weft_1_engines_default, {weft_concurrency} (--weft-concurrency, "
+            "default the DBOS queue's concurrency) for the other burst legs",
+            "weft_concurrency": weft_concurrency,
             "dbos": {
                 "database": throughput.DBOS_DB,
                 "queue_polling_s": dbos_poll,
@@ -528,14 +552,18 @@ def _plot(figures: dict[str, Any], counts: tuple[int, ...], publish: bool) -> st
         ax.bar_label(ax.containers[0], fmt="%.1f", fontsize=8)
         ax.set_title(title, fontsize=10)
     border = [f"weft_{n}_engines" for n in counts if f"weft_{n}_engines" in burst]
-    border += [k for k in ("dbos", "celery_chain") if k in burst]
+    border += [k for k in ("weft_1_engines_default", "dbos", "celery_chain") if k in burst]
     names = {f"weft_{n}_engines": f"weft\n×{n}" for n in counts}
-    names |= {"dbos": "DBOS\nqueue of 8", "celery_chain": "Celery\nchain"}
+    names |= {
+        "weft_1_engines_default": "weft ×1\nconc. 4",
+        "dbos": "DBOS\nqueue of 8",
+        "celery_chain": "Celery\nchain",
+    }
     bcolors = ["C0" if k.startswith("weft") else "C1" if k == "dbos" else "C2" for k in border]
     burst_values = [burst[k]["workflows_per_s"] for k in border]
     axes[2].bar([names[k] for k in border], burst_values, color=bcolors)
     axes[2].bar_label(axes[2].containers[0], fmt="%.1f", fontsize=8)
-    axes[2].set_title("burst, workflows/s (weft: × engines)", fontsize=10)
+    axes[2].set_title("burst, workflows/s (weft: × engines, concurrency 8)", fontsize=10)
     for ax in axes:
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(alpha=0.3, axis="y")
@@ -553,6 +581,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--counts", default=",".join(map(str, COUNTS)), help="weft engine counts")
     parser.add_argument("--no-peer", action="store_true", help="skip DBOS (reported as skipped)")
     parser.add_argument("--dbos-poll", type=float, default=DBOS_POLL_S, help="seconds")
+    parser.add_argument(
+        "--weft-concurrency",
+        type=int,
+        default=DBOS_CONCURRENCY,
+        help="the burst engines' WORKER_CONCURRENCY (default: the DBOS queue's, 8)",
+    )
     parser.add_argument(
         "--scenarios",
         default=",".join(SCENARIOS),
@@ -574,6 +608,7 @@ def main(argv: list[str] | None = None) -> int:
             peer=not args.no_peer,
             dbos_poll=args.dbos_poll,
             scenarios=scenarios,
+            weft_concurrency=args.weft_concurrency,
         )
     )
     return 0

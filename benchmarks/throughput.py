@@ -50,6 +50,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -208,8 +209,9 @@ def key(transport: str, n: int) -> str:
     return f"{n}_engines" if transport == "polling" else f"{n}_celery_nodes"
 
 
-def start_engines(transport: str, n: int, tag: str) -> list[ChildGroup]:
-    """N booted, idle engines: ``weft_worker``s or Celery nodes (one engine each)."""
+def start_engines(transport: str, n: int, tag: str, extra: Sequence[str] = ()) -> list[ChildGroup]:
+    """N booted, idle engines: ``weft_worker``s (``extra``: more of its flags)
+    or Celery nodes (one engine each)."""
     from weft_django.models import EngineRecord
 
     if transport == "celery":
@@ -217,7 +219,7 @@ def start_engines(transport: str, n: int, tag: str) -> list[ChildGroup]:
         nodes = [children.celery_node(f"bench-{tag}-{i}") for i in range(n)]
         children.wait_celery_ready(nodes)
         return nodes
-    workers = [children.weft_worker(f"bench-{tag}-{i}") for i in range(n)]
+    workers = [children.weft_worker(f"bench-{tag}-{i}", *extra) for i in range(n)]
     wait_for(
         f"{n} engines to boot",
         lambda: EngineRecord.objects.filter(stopped_at__isnull=True).count() >= n,
@@ -228,7 +230,9 @@ def start_engines(transport: str, n: int, tag: str) -> list[ChildGroup]:
     return workers
 
 
-def run_ours(n: int, runs: int, stats_conn: Any, transport: str = "polling") -> dict[str, Any]:
+def run_ours(
+    n: int, runs: int, stats_conn: Any, transport: str = "polling", extra: Sequence[str] = ()
+) -> dict[str, Any]:
     """One configuration; with Celery this process plays the web process (its
     ``client.start`` sends ``weft.pickup`` on commit) for the run's length only."""
     from django.db import connections
@@ -241,7 +245,7 @@ def run_ours(n: int, runs: int, stats_conn: Any, transport: str = "polling") -> 
     workers: list[ChildGroup] = []
     app = children.install_celery() if transport == "celery" else None
     try:
-        workers = start_engines(transport, n, tag)
+        workers = start_engines(transport, n, tag, extra)
         time.sleep(0.5)
         before = stats.db_stats(stats_conn)
         produce_s = produce(runs, tag)
