@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from django.core import checks
 from django.db import connections, models, transaction
 
-from weft_django.models import WorkflowClaim
+from weft_django.models import WorkflowClaim, WorkflowRun
 
 HolderRow = tuple[str, int, str, int, int]
 """``(workflow_id, epoch, engine_id, expires_at, claimed_at)`` of one held claim."""
@@ -122,6 +122,14 @@ class StoreOps:
         whether it held (and so both writes were applied). Only called when
         ``supports_claim_statement``.
         """
+        raise NotImplementedError
+
+    def pending_runs_skip_locked(
+        self, using: str, now_ms: int, excluded_queues: Sequence[str], limit: int
+    ) -> list[WorkflowRun]:
+        """Lock up to ``limit`` pending runs due at ``now_ms`` (not of
+        ``excluded_queues``), oldest first, skipping any row another
+        transaction holds. Only called when ``supports_skip_locked``."""
         raise NotImplementedError
 
     def lock_claims_skip_locked(

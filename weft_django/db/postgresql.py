@@ -79,6 +79,7 @@ class PostgreSQLOps(StoreOps):
         self._statements: dict[tuple[type[models.Model], bool, tuple[bool, ...] | None], str] = {}
         self._fields: dict[type[models.Model], tuple[tuple[str, str], ...]] = {}
         self._read_sql: dict[str, str] = {}
+        self._pending_sql: dict[tuple[str, bool], str] = {}
         self._event_values: dict[type[models.Model], Any] = {}
 
     # -- the claim statement -------------------------------------------------
@@ -216,6 +217,32 @@ class PostgreSQLOps(StoreOps):
                 else:
                     runs[key] = LockedRun(text, number, second)
         return len(claims) == len(claim_ids)
+
+    def pending_runs_skip_locked(
+        self, using: str, now_ms: int, excluded_queues: Sequence[str], limit: int
+    ) -> list[WorkflowRun]:
+        """The batch pickup's read, as the ORM would write it (``pickup.pending_due``
+        with ``select_for_update(skip_locked=True)``) but built once per
+        shape: compiling that query was the largest share of an engine's poll
+        thread when several engines pick up small batches."""
+        key = (using, bool(excluded_queues))
+        sql = self._pending_sql.get(key)
+        if sql is None:
+            quote = connections[using].ops.quote_name
+            columns = ", ".join(
+                quote(f.column) for f in WorkflowRun._meta.concrete_fields if f.column
+            )
+            queues = " AND (queue IS NULL OR NOT (queue = ANY(%s)))" if excluded_queues else ""
+            sql = self._pending_sql[key] = (
+                f"SELECT {columns} FROM {table(WorkflowRun, using)} "
+                "WHERE status = 'pending' AND (start_at IS NULL OR start_at <= %s)"
+                f"{queues} ORDER BY created_at LIMIT %s FOR UPDATE SKIP LOCKED"
+            )
+        params: list[Any] = [now_ms]
+        if excluded_queues:
+            params.append(list(excluded_queues))
+        params.append(limit)
+        return list(WorkflowRun.objects.using(using).raw(sql, params))
 
     def lock_claims_skip_locked(
         self, using: str, workflow_ids: Sequence[str]

@@ -132,7 +132,9 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
     folded: list[str] = []
     try:
         with transaction.atomic(using=db):
-            runs = list(pending_due(engine).select_for_update(skip_locked=True)[:limit])
+            runs = store.ops(db).pending_runs_skip_locked(
+                db, engine.now_ms(), list(engine.settings.queues or ()), limit
+            )
             out.seen = len(runs)
             if not runs:
                 return out
