@@ -1,7 +1,7 @@
 """Smoke tests of the benchmark scripts: one tiny Celery throughput case, the
 runtime benchmark at toy sizes, the replay-check benchmark at 12 runs, the bulk
-benchmark at 60 runs, and the peers benchmark at toy size (its DBOS legs only
-when ``benchmarks/.venv-dbos`` exists).
+benchmark at 60 runs, the CPU split at 12 runs, and the peers benchmark at
+toy size (its DBOS legs only when ``benchmarks/.venv-dbos`` exists).
 
 Why: ``python -m benchmarks`` is never part of the suite (minutes long and
 noisy), so without this the scripts rot unnoticed. One configuration
@@ -237,3 +237,50 @@ def test_bulk_smoke(tmp_path: Path) -> None:
     assert figures["cancel_many_statements_per_run"] < 1
     assert doc["baseline"]["client_cancel_one_by_one_runs_per_s"] > 0
     assert "cancel_many [" in done.stderr  # the progress bar
+
+
+def test_cpu_split_smoke(tmp_path: Path) -> None:
+    """The profile of issue #15's closing note: two engines at concurrency 2
+    drain 12 runs; every CPU figure is read and the machine share is a share."""
+    from benchmarks.common import with_database
+
+    url = os.environ.get("DATABASE_URL", "")
+    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
+    env = dict(os.environ)
+    env.update(
+        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
+        WEFT_BENCH_BROKER=SMOKE_BROKER,
+        WEFT_BENCH_OUT=str(tmp_path),
+        PYTHONPATH=str(REPO_ROOT),
+    )
+    argv = [sys.executable, "-m", "benchmarks.cpu_split", "--engines", "2"]
+    argv += ["--concurrency", "2", "--runs", "12"]
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-5000:]
+    doc = json.loads(done.stdout)
+    figures = doc["figures"]
+    assert figures["workflows_per_s"] > 0 and figures["window_s"] > 0
+    assert len(figures["engine_cpu_ms_per_workflow"]) == 2
+    assert figures["engines_cpu_ms_per_workflow"] > 0  # the engines did the work
+    assert figures["postgres_cpu_ms_per_workflow"] > 0
+    assert 0 < figures["machine_busy_share"] <= 1.05
+    assert doc["settings"] == {
+        "engines": 2,
+        "concurrency": 2,
+        "runs": 12,
+        "process": doc["settings"]["process"],
+    }
+    bad = [
+        a
+        for a in ("--engines", "--runs")
+        if subprocess.run(
+            [sys.executable, "-m", "benchmarks.cpu_split", a, "0"],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).returncode
+        != 2
+    ]
+    assert bad == [], f"{bad} accepted 0"
