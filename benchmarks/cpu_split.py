@@ -72,14 +72,14 @@ def machine_busy_s() -> float:
 
 
 def run(engines: int, concurrency: int | None, runs: int, py_spy: str | None) -> dict[str, Any]:
-    from django.db import connections
-
-    from weft_django.models import WorkflowRun
-
     machine = common.Machine()
     url = common.bench_url()
     common.ensure_database(url)
     common.setup_django(url)
+    from django.db import connections
+
+    from weft_django.models import WorkflowRun
+
     common.reset_tables()
     connections.close_all()
     extra = () if concurrency is None else ("--concurrency", str(concurrency))
