@@ -3,8 +3,8 @@
 The profile behind issue #15's "what bounds it". A burst of ``--runs``
 ``three-steps`` workflows (``throughput.produce``: 2 producer threads) is
 drained by ``--engines`` ``weft_worker``s, each driving ``--concurrency``
-turns at once; the CPU time (``/proc/<pid>/stat``, user + system) of every
-engine process and of every PostgreSQL process, and the machine's busy time
+turns at once, after WARMUP untimed runs; the CPU time (``/proc/<pid>/stat``,
+user + system) of every engine process and of every PostgreSQL process, and the machine's busy time
 (``/proc/stat``), are read before the first start and after the last
 completion. ``--py-spy PATH`` records engine 0 with ``py-spy record --gil
 --threads`` (speedscope format) over the same window; py-spy is a tool, not
@@ -39,6 +39,8 @@ from benchmarks import children, common, throughput
 from devtools.procs import ChildGroup, wait_for
 
 TICK = os.sysconf("SC_CLK_TCK")
+#: Untimed runs first, as in ``peers``: the window measures a warm engine.
+WARMUP = 50
 
 
 def process_cpu_s(pid: int) -> float:
@@ -96,13 +98,22 @@ def run(engines: int, concurrency: int | None, runs: int, py_spy: str | None) ->
                 stderr=subprocess.DEVNULL,
             )
             time.sleep(1)
+        # Warm up: each engine's threads open their connections, caches fill.
+        throughput.produce(WARMUP, "cpu-warm")
+        wait_for(
+            "the warm-up runs",
+            lambda: WorkflowRun.objects.filter(status="completed").count() >= WARMUP,
+            *workers,
+            timeout=120,
+            interval=0.05,
+        )
         before = [process_cpu_s(w.proc.pid) for w in workers]
         pg_before, busy_before = postgres_cpu_s(), machine_busy_s()
         started = time.perf_counter()
         producer_s = throughput.produce(runs, "cpu")
         wait_for(
             f"{runs} runs to complete",
-            lambda: WorkflowRun.objects.filter(status="completed").count() >= runs,
+            lambda: WorkflowRun.objects.filter(status="completed").count() >= runs + WARMUP,
             *workers,
             timeout=60 + runs,
             interval=0.05,
