@@ -37,7 +37,9 @@ SMOKE_DB = os.environ.get("WEFT_BENCH_SMOKE_DB", "weft_bench_smoke")
 SMOKE_BROKER = os.environ.get("WEFT_BENCH_SMOKE_BROKER", "redis://127.0.0.1:6379/11")
 
 
-def test_celery_throughput_smoke(tmp_path: Path) -> None:
+def _smoke_env(out: Path, **extra: str) -> dict[str, str]:
+    """The environment of a benchmark child: the smoke database and broker (never
+    the real benchmarks'), output under ``out``, the repository importable."""
     from benchmarks.common import with_database
 
     url = os.environ.get("DATABASE_URL", "")
@@ -46,9 +48,15 @@ def test_celery_throughput_smoke(tmp_path: Path) -> None:
     env.update(
         WEFT_BENCH_URL=with_database(url, SMOKE_DB),
         WEFT_BENCH_BROKER=SMOKE_BROKER,
-        WEFT_BENCH_OUT=str(tmp_path),
+        WEFT_BENCH_OUT=str(out),
         PYTHONPATH=str(REPO_ROOT),
+        **extra,
     )
+    return env
+
+
+def test_celery_throughput_smoke(tmp_path: Path) -> None:
+    env = _smoke_env(tmp_path)
     argv = [
         sys.executable,
         "-m",
@@ -86,16 +94,7 @@ def test_celery_throughput_smoke(tmp_path: Path) -> None:
 
 def test_runtime_smoke(tmp_path: Path) -> None:
     """``benchmarks.runtime`` at toy sizes: every part runs and the document holds."""
-    from benchmarks.common import with_database
-
-    url = os.environ.get("DATABASE_URL", "")
-    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
-    env = dict(os.environ)
-    env.update(
-        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
-        WEFT_BENCH_OUT=str(tmp_path),
-        PYTHONPATH=str(REPO_ROOT),
-    )
+    env = _smoke_env(tmp_path)
     argv = [sys.executable, "-m", "benchmarks.runtime", "--quick", "--no-publish"]
     argv += ["--histories", "2,12", "--window", "3", "--fanout-width", "2"]
     argv += ["--fanout-seconds", "0.05", "--fanout-repeats", "1", "--parked", "12"]
@@ -129,19 +128,8 @@ def test_runtime_smoke(tmp_path: Path) -> None:
 def peers_doc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One toy ``benchmarks.peers`` run (3 sequential, 4 burst, 1 repeat, 1 and 2
     engines), shared by the weft/Celery test and the DBOS one."""
-    from benchmarks.common import with_database
-
-    url = os.environ.get("DATABASE_URL", "")
-    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
     out = tmp_path_factory.mktemp("peers")
-    env = dict(os.environ)
-    env.update(
-        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
-        WEFT_BENCH_DBOS_DB=f"{SMOKE_DB}_dbos",
-        WEFT_BENCH_BROKER=SMOKE_BROKER,
-        WEFT_BENCH_OUT=str(out),
-        PYTHONPATH=str(REPO_ROOT),
-    )
+    env = _smoke_env(out, WEFT_BENCH_DBOS_DB=f"{SMOKE_DB}_dbos")
     argv = [sys.executable, "-m", "benchmarks.peers", "--quick", "--no-publish"]
     argv += ["--runs-sequential", "3", "--runs-burst", "4", "--repeats", "1", "--counts", "1,2"]
     done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -192,16 +180,7 @@ def test_peers_dbos_smoke(peers_doc: dict[str, Any]) -> None:
 def test_replay_check_smoke(tmp_path: Path) -> None:
     """``benchmarks.replay_check`` at 12 runs: every run parked and replayed, in
     chunked reads (a handful of queries, not one per run)."""
-    from benchmarks.common import with_database
-
-    url = os.environ.get("DATABASE_URL", "")
-    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
-    env = dict(os.environ)
-    env.update(
-        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
-        WEFT_BENCH_OUT=str(tmp_path),
-        PYTHONPATH=str(REPO_ROOT),
-    )
+    env = _smoke_env(tmp_path)
     argv = [sys.executable, "-m", "benchmarks.replay_check", "--quick", "--runs", "12"]
     done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-5000:]
@@ -216,16 +195,7 @@ def test_replay_check_smoke(tmp_path: Path) -> None:
 def test_bulk_smoke(tmp_path: Path) -> None:
     """``benchmarks.bulk`` at 60 runs: every bulk operation changes every run,
     in chunked batches (statements per run well under one), and the baselines run."""
-    from benchmarks.common import with_database
-
-    url = os.environ.get("DATABASE_URL", "")
-    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
-    env = dict(os.environ)
-    env.update(
-        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
-        WEFT_BENCH_OUT=str(tmp_path),
-        PYTHONPATH=str(REPO_ROOT),
-    )
+    env = _smoke_env(tmp_path)
     argv = [sys.executable, "-m", "benchmarks.bulk", "--quick", "--runs", "60", "--single", "5"]
     done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-5000:]
@@ -242,17 +212,7 @@ def test_bulk_smoke(tmp_path: Path) -> None:
 def test_cpu_split_smoke(tmp_path: Path) -> None:
     """The profile of issue #15's closing note: two engines at concurrency 2
     drain 12 runs; every CPU figure is read and the machine share is a share."""
-    from benchmarks.common import with_database
-
-    url = os.environ.get("DATABASE_URL", "")
-    assert url.startswith(("postgres://", "postgresql://")), "the benchmarks need PostgreSQL"
-    env = dict(os.environ)
-    env.update(
-        WEFT_BENCH_URL=with_database(url, SMOKE_DB),
-        WEFT_BENCH_BROKER=SMOKE_BROKER,
-        WEFT_BENCH_OUT=str(tmp_path),
-        PYTHONPATH=str(REPO_ROOT),
-    )
+    env = _smoke_env(tmp_path)
     argv = [sys.executable, "-m", "benchmarks.cpu_split", "--engines", "2"]
     argv += ["--concurrency", "2", "--runs", "12"]
     done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -196,3 +196,48 @@ def test_a_handoff_for_a_run_in_flight_is_dropped(clock: ManualClock) -> None:
         assert engine.scheduler.drain() == 1
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("queues", [{}, {"mail": {"concurrency": 1}}], ids=["no-queues", "queues"])
+def test_the_prebuilt_read_selects_what_pending_due_selects(
+    clock: ManualClock, queues: dict[str, object]
+) -> None:
+    """The batch pickup's prebuilt statement is the twin of ``pending_due``:
+    same runs (due, not delayed, not of a declared queue, pending only), same
+    order (oldest first), same limit."""
+    from django.test import override_settings
+
+    from weft_django import db as store
+    from weft_django.engine.pickup import pending_due
+
+    now = clock.now
+    rows = [
+        ("due-old", "pending", None, None),
+        ("delayed", "pending", now + 60_000, None),
+        ("due-start", "pending", now - 1, None),
+        ("queued", "pending", None, "mail"),
+        ("other-queue", "pending", None, "other"),
+        ("running", "running", None, None),
+        ("due-new", "pending", None, None),
+    ]
+    for workflow_id, status, start_at, queue in rows:
+        WorkflowRun.objects.create(
+            workflow_id=workflow_id, name="n", status=status, start_at=start_at, queue=queue
+        )
+    with override_settings(WEFT={"QUEUES": queues} if queues else {}):
+        engine = Engine("engine-a", clock=clock)
+        try:
+            for limit in (2, 10):
+                with transaction.atomic():
+                    orm = [r.pk for r in pending_due(engine)[:limit]]
+                    raw = store.ops("default").pending_runs_skip_locked(
+                        "default", engine.now_ms(), list(engine.settings.queues or ()), limit
+                    )
+                assert [r.pk for r in raw] == orm
+                assert all(r.input is None and r.status == "pending" for r in raw)
+        finally:
+            engine.dispose(grace=0)
+    expected = {"due-old", "due-start", "other-queue", "due-new"} | (
+        set() if queues else {"queued"}
+    )
+    assert {r.workflow_id for r in raw} == expected

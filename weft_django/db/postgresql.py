@@ -221,10 +221,10 @@ class PostgreSQLOps(StoreOps):
     def pending_runs_skip_locked(
         self, using: str, now_ms: int, excluded_queues: Sequence[str], limit: int
     ) -> list[WorkflowRun]:
-        """The batch pickup's read, as the ORM would write it (``pickup.pending_due``
-        with ``select_for_update(skip_locked=True)``) but built once per
-        shape: compiling that query was the largest share of an engine's poll
-        thread when several engines pick up small batches."""
+        """``pickup.pending_due`` with ``select_for_update(skip_locked=True)``,
+        built once per shape: compiling that query was the largest share of a
+        poll thread at several engines. ``tests/db/test_batch_pickup.py`` pins
+        that both select the same runs in the same order."""
         key = (using, bool(excluded_queues))
         sql = self._pending_sql.get(key)
         if sql is None:
@@ -238,11 +238,8 @@ class PostgreSQLOps(StoreOps):
                 "WHERE status = 'pending' AND (start_at IS NULL OR start_at <= %s)"
                 f"{queues} ORDER BY created_at LIMIT %s FOR UPDATE SKIP LOCKED"
             )
-        params: list[Any] = [now_ms]
-        if excluded_queues:
-            params.append(list(excluded_queues))
-        params.append(limit)
-        return list(WorkflowRun.objects.using(using).raw(sql, params))
+        queue_params = [list(excluded_queues)] if excluded_queues else []
+        return list(WorkflowRun.objects.using(using).raw(sql, [now_ms, *queue_params, limit]))
 
     def lock_claims_skip_locked(
         self, using: str, workflow_ids: Sequence[str]

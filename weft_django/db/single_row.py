@@ -38,8 +38,35 @@ def update_by_pk(
     model: type[models.Model], filters: dict[str, Any], values: dict[str, Any], using: str
 ) -> bool:
     """Apply ``values`` to the row ``filters["pk"]``; ``False`` = not this shape."""
-    if set(filters) != {"pk"} or not values:
+    if set(filters) != {"pk"}:
         return False
+    built = update_assignments(model, values, using)
+    if built is None:
+        return False
+    set_sql, params = built
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    pk = model._meta.pk
+    assert pk is not None
+    params.append(pk.get_db_prep_value(pk.to_python(filters["pk"]), connection))
+    sql = (
+        f"UPDATE {quote(model._meta.db_table)} SET {set_sql} "
+        f"WHERE {quote(pk.column or pk.attname)} = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+    return True
+
+
+def update_assignments(
+    model: type[models.Model], values: dict[str, Any], using: str
+) -> tuple[str, list[Any]] | None:
+    """``SET`` clause and its parameters for ``values`` (concrete non-relation,
+    non-key fields; plain values or ``F(same field) + int``); ``None`` = a
+    value this cannot write (use the ORM). Shared with the grouped writes of
+    ``db.write_statements``."""
+    if not values:
+        return None
     connection = connections[using]
     quote = connection.ops.quote_name
     assignments: list[str] = []
@@ -48,31 +75,22 @@ def update_by_pk(
         try:
             field = model._meta.get_field(name)
         except FieldDoesNotExist:
-            return False
+            return None
         if not isinstance(field, models.Field) or field.is_relation or field.primary_key:
-            return False
+            return None
         if not field.concrete or field.column is None:
-            return False
+            return None
         column = quote(field.column)
         increment = _increment(value, field.name)
         if increment is not None:
             assignments.append(f"{column} = {column} + %s")
             params.append(increment)
         elif hasattr(value, "resolve_expression"):
-            return False
+            return None
         else:
             assignments.append(f"{column} = %s")
             params.append(field.get_db_prep_save(value, connection))
-    pk = model._meta.pk
-    assert pk is not None
-    params.append(pk.get_db_prep_value(pk.to_python(filters["pk"]), connection))
-    sql = (
-        f"UPDATE {quote(model._meta.db_table)} SET {', '.join(assignments)} "
-        f"WHERE {quote(pk.column or pk.attname)} = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-    return True
+    return ", ".join(assignments), params
 
 
 def _increment(value: Any, field_name: str) -> int | None:

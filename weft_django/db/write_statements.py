@@ -31,11 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.exceptions import FieldDoesNotExist
 from django.db import connections, models
 from django.db.models import signals
 
-from weft_django.db.single_row import APPEND_ONLY_MODELS, _increment
+from weft_django.db.single_row import APPEND_ONLY_MODELS
 from weft_django.models import WorkflowClaim, WorkflowRun
 
 
@@ -113,39 +112,6 @@ def cast_type(field_: models.Field[Any, Any], connection: Any) -> str:
     truncate; the assignment to the column still checks the length)."""
     name = str(field_.cast_db_type(connection))
     return "text" if name.startswith(("varchar", "char", "character")) else name
-
-
-def update_assignments(
-    model: type[models.Model], values: dict[str, Any], using: str
-) -> tuple[str, list[Any]] | None:
-    """``SET`` clause and its parameters for ``values`` (plain values and
-    ``F(field) + n``); ``None`` = a value this cannot write (use the ORM)."""
-    if not values:
-        return None
-    connection = connections[using]
-    quote = connection.ops.quote_name
-    assignments: list[str] = []
-    params: list[Any] = []
-    for name, value in values.items():
-        try:
-            field_ = model._meta.get_field(name)
-        except FieldDoesNotExist:
-            return None
-        if not isinstance(field_, models.Field) or field_.is_relation or field_.primary_key:
-            return None
-        if not field_.concrete or field_.column is None:
-            return None
-        column = quote(field_.column)
-        increment = _increment(value, field_.name)
-        if increment is not None:
-            assignments.append(f"{column} = {column} + %s")
-            params.append(increment)
-        elif hasattr(value, "resolve_expression"):
-            return None
-        else:
-            assignments.append(f"{column} = %s")
-            params.append(field_.get_db_prep_save(value, connection))
-    return ", ".join(assignments), params
 
 
 def update_statement(
@@ -293,26 +259,16 @@ def execute_checked(
     checks: list[str] = []
     # Several conditions on one row: the row must meet all of them.
     if claims:
-        table = quote(WorkflowClaim._meta.db_table)
         by_claim: dict[str, list[str]] = {}
         for claim in claims:
             by_claim.setdefault(claim.workflow_id, []).append(_claim_predicate(claim, params))
-        ctes.append(
-            f"c AS (SELECT workflow_id FROM {table} WHERE "
-            f"({' OR '.join(' AND '.join(p) for p in by_claim.values())}) "
-            "ORDER BY workflow_id FOR UPDATE)"
-        )
+        ctes.append(_locked("c", quote(WorkflowClaim._meta.db_table), "workflow_id", by_claim))
         checks.append(f"(SELECT count(*) FROM c) = {len(by_claim)}")
     if runs:
-        table = quote(WorkflowRun._meta.db_table)
         by_run: dict[str, list[str]] = {}
         for run in runs:
             by_run.setdefault(run.run_id, []).append(_run_predicate(run, params))
-        ctes.append(
-            f"r AS (SELECT id FROM {table} WHERE "
-            f"({' OR '.join(' AND '.join(p) for p in by_run.values())}) "
-            "ORDER BY id FOR UPDATE)"
-        )
+        ctes.append(_locked("r", quote(WorkflowRun._meta.db_table), "id", by_run))
         checks.append(f"(SELECT count(*) FROM r) = {len(by_run)}")
     ctes.append(f"ok AS (SELECT 1 WHERE {' AND '.join(checks) or 'TRUE'})")
     outs = ["(SELECT count(*) FROM ok)"]
@@ -329,6 +285,12 @@ def execute_checked(
         if statement.keyed:
             statement.assign_keys(out)
     return True
+
+
+def _locked(name: str, table: str, key: str, predicates: dict[str, list[str]]) -> str:
+    """The CTE ``name`` locking, in ``key`` order, each row that meets all of its predicates."""
+    where = " OR ".join(" AND ".join(each) for each in predicates.values())
+    return f"{name} AS (SELECT {key} FROM {table} WHERE ({where}) ORDER BY {key} FOR UPDATE)"
 
 
 def _claim_predicate(claim: ClaimPredicate, params: list[Any]) -> str:
@@ -391,6 +353,5 @@ __all__ = [
     "execute",
     "execute_checked",
     "insert_statement",
-    "update_assignments",
     "update_statement",
 ]

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from weft_django import db as store
 from weft_django.db import write_statements
-from weft_django.db.single_row import APPEND_ONLY_MODELS
+from weft_django.db.single_row import APPEND_ONLY_MODELS, update_assignments
 from weft_django.db.write_statements import ClaimPredicate, RunPredicate, Statement
 from weft_django.models import WorkflowClaim
 from weft_django.ownership.codec import (
@@ -180,9 +180,7 @@ def _join(groups: list[_Group], op: Write, using: str, now: Any) -> bool:
     if isinstance(op, Update):
         if set(op.filters) != {"pk"}:
             return False
-        assignments = write_statements.update_assignments(
-            op.model, stamped(op.model, op.values, now), using
-        )
+        assignments = update_assignments(op.model, stamped(op.model, op.values, now), using)
         if assignments is None:
             return False
         last = _last_of(groups, op.model)
