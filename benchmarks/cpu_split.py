@@ -52,9 +52,9 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def postgres_cpu_s() -> float:
-    """CPU seconds of every process whose command line names postgres."""
-    total = 0.0
+def postgres_cpu_by_pid() -> dict[int, float]:
+    """CPU seconds of every process whose command line names postgres, by pid."""
+    seen: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -63,7 +63,23 @@ def postgres_cpu_s() -> float:
         except OSError:
             continue
         if b"postgres" in cmdline:
-            total += process_cpu_s(int(entry))
+            seen[int(entry)] = process_cpu_s(int(entry))
+    return seen
+
+
+def postgres_cpu_delta_s(before: dict[int, float], after: dict[int, float]) -> float:
+    """PostgreSQL CPU spent between two snapshots, never negative.
+
+    A backend that exits inside the window takes its CPU with it, so a
+    difference of sums can go below zero when other sessions end (a parallel
+    test run). Summed per process instead: a process alive at the end counts
+    what it spent since the first snapshot (all of it if it is new, or if its
+    pid was reused and the counter went back); one that exited counts nothing.
+    """
+    total = 0.0
+    for pid, spent in after.items():
+        earlier = before.get(pid, 0.0)
+        total += spent - earlier if spent >= earlier else spent
     return total
 
 
@@ -108,7 +124,7 @@ def run(engines: int, concurrency: int | None, runs: int, py_spy: str | None) ->
             interval=0.05,
         )
         before = [process_cpu_s(w.proc.pid) for w in workers]
-        pg_before, busy_before = postgres_cpu_s(), machine_busy_s()
+        pg_before, busy_before = postgres_cpu_by_pid(), machine_busy_s()
         started = time.perf_counter()
         producer_s = throughput.produce(runs, "cpu")
         wait_for(
@@ -120,7 +136,8 @@ def run(engines: int, concurrency: int | None, runs: int, py_spy: str | None) ->
         )
         window = time.perf_counter() - started
         after = [process_cpu_s(w.proc.pid) for w in workers]
-        pg_s, busy_s = postgres_cpu_s() - pg_before, machine_busy_s() - busy_before
+        pg_s = postgres_cpu_delta_s(pg_before, postgres_cpu_by_pid())
+        busy_s = machine_busy_s() - busy_before
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
