@@ -12,7 +12,10 @@ Invariants:
   engine id, and a claim renewed last pass but not returned now was lost —
   unless a sibling process of the same engine released it at that epoch
   (its run completed): one more read, only when something is missing.
-- Tracking starts only after the acquiring batch committed.
+- Tracking starts only after the acquiring batch committed. A batch nested
+  in its caller's transaction (a batch pickup) is tracked before that
+  transaction commits; a renewal that cannot see the acquire yet keeps the
+  claim (``pending``), never reports it lost.
 
 Why one module of this length: every transition (acquire, takeover, renew,
 release, adoption after a bulk takeover) reads and writes the same tracked
@@ -260,9 +263,18 @@ class ClaimRegistry:
                     elif wid in self._releasing:
                         outcomes.append(RenewOutcome(wid, "not-held"))
                     else:
-                        del self._claims[wid]
                         lost.append(wid)
+            pending = self._not_yet_visible({w: held[w] for w in lost}, now) if lost else set()
+            with self._lock:
+                for wid in lost:
+                    if wid in pending:
+                        outcomes.append(RenewOutcome(wid, "pending"))
+                    elif self._claims.get(wid) is held[wid]:
+                        del self._claims[wid]
                         outcomes.append(RenewOutcome(wid, "lost"))
+                    else:  # released or re-tracked meanwhile: not this pass's loss
+                        outcomes.append(RenewOutcome(wid, "not-held"))
+                lost = [w for w in lost if w not in pending]
                 self.metrics.set_active_claims(len(self._claims))
             if lost:
                 self._record_losses(now, {wid: held[wid].epoch for wid in lost})
@@ -299,16 +311,49 @@ class ClaimRegistry:
             self._claims = {**{w: h for w, h in previous.items() if w in self._releasing}, **fresh}
             self.metrics.set_active_claims(len(self._claims))
         ended_here = self._ended_by_this_engine(lost) if lost else set()
+        missing = {w: previous[w] for w, _ in lost if w not in ended_here}
+        pending = self._not_yet_visible(missing, now) if missing else set()
+        if pending:
+            with self._lock:
+                for wid in pending:
+                    self._claims.setdefault(wid, previous[wid])
+                self.metrics.set_active_claims(len(self._claims))
         really_lost: dict[str, int] = {}
         for wid, epoch in lost:
             if wid in ended_here:
                 outcomes.append(RenewOutcome(wid, "not-held"))
+                continue
+            if wid in pending:
+                outcomes.append(RenewOutcome(wid, "pending"))
                 continue
             outcomes.append(RenewOutcome(wid, "lost"))
             really_lost[wid] = epoch
         if really_lost:
             self._record_losses(now, really_lost)
         return outcomes
+
+    def _not_yet_visible(self, candidates: dict[str, HolderRecord], now: int) -> set[str]:
+        """The ids among ``candidates`` (tracked, not renewed) whose acquire
+        this pass could not see yet: not lost.
+
+        A batch pickup or a queue admission folds its acquires into the
+        caller's transaction, and the registry tracks them once the batch
+        statement ran -- before that transaction commits, since the turns that
+        follow need them. A renewal on its own connection in that window reads
+        the row at the epoch before (or no row, for a new workflow id): the
+        claim stays tracked (outcome ``pending``) and the next pass renews it.
+        Only while the tracked claim is unexpired: an acquire committed after
+        its own expiry may be taken over at once, so it is not kept.
+        """
+        unexpired = {w: h for w, h in candidates.items() if now < h.expires_at}
+        if not unexpired:
+            return set()
+        rows = dict(
+            WorkflowClaim.objects.using(self.using)
+            .filter(pk__in=list(unexpired))
+            .values_list("workflow_id", "epoch")
+        )
+        return {w for w, h in unexpired.items() if rows.get(w, 0) < h.epoch}
 
     def _ended_by_this_engine(self, missing: list[tuple[str, int]]) -> set[str]:
         """Engine scope: the ids among ``missing`` whose generation this engine

@@ -37,7 +37,9 @@ class TakeoverResult:
 @dataclass(frozen=True)
 class RenewOutcome:
     workflow_id: str
-    status: Literal["renewed", "lost", "not-held"]
+    #: ``pending``: acquired in a transaction not committed when the pass
+    #: read it (``ClaimRegistry._not_yet_visible``); still held, renewed next pass.
+    status: Literal["renewed", "lost", "not-held", "pending"]
 
 
 @dataclass(frozen=True)
