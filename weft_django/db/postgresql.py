@@ -199,18 +199,26 @@ class PostgreSQLOps(StoreOps):
     ) -> bool:
         """A commit conditions on its claim (the fence) and its run; two
         ``SELECT … FOR UPDATE`` would be two round trips per checkpoint. The
-        ``UNION ALL`` reads (and locks) its first branch before the second."""
+        ``UNION ALL`` reads (and locks) its first branch before the second.
+
+        The runs are locked only when every claim row was (``r`` counts
+        ``c``): with a claim row still to create, the caller inserts it and
+        locks again, and a run locked before that insert would be held ahead
+        of a claim -- against the global order, a deadlock with any batch
+        that holds the claim and waits for the run.
+        """
         sql = (
             "WITH c AS (SELECT workflow_id, epoch, engine_id, expires_at, claimed_at "
             f"FROM {table(WorkflowClaim, using)} WHERE workflow_id = ANY(%s) "
             "ORDER BY workflow_id FOR UPDATE), "
             f"r AS (SELECT id, version, status, wake_seq FROM {table(WorkflowRun, using)} "
-            "WHERE id = ANY(%s::uuid[]) ORDER BY id FOR UPDATE) "
+            "WHERE id = ANY(%s::uuid[]) AND (SELECT count(*) FROM c) = %s "
+            "ORDER BY id FOR UPDATE) "
             "SELECT 'c', workflow_id, epoch, engine_id, expires_at, claimed_at FROM c "
             "UNION ALL SELECT 'r', id::text, version, status, wake_seq, NULL FROM r"
         )
         with connections[using].cursor() as cursor:
-            cursor.execute(sql, [list(claim_ids), list(run_ids)])
+            cursor.execute(sql, [list(claim_ids), list(run_ids), len(set(claim_ids))])
             for kind, key, number, text, second, third in cursor.fetchall():
                 if kind == "c":
                     claims[key] = LockedClaim(number, text, second, third)
