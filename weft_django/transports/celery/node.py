@@ -21,6 +21,7 @@ from weft_django.engine.records import add_counters
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 from weft_django.transports.celery.identity import NodeIdentity, identity
 from weft_django.transports.celery.pool import state as pool_state
+from weft_django.transports.celery.redrive import RedriveBackoff
 from weft_django.transports.celery.scheduling import MessageScheduler, build_engine
 from weft_django.transports.celery.timers import dispatch_timers
 from weft_django.transports.celery.turn_marks import find_stranded, pool_pids
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from django.db.models import QuerySet
 
     from weft_django.models import WorkflowRun
+    from weft_django.vocab import WakeKind
 
 logger = logging.getLogger("weft_django.transports.celery")
 
@@ -43,6 +45,13 @@ class CeleryNodeScheduler(MessageScheduler):
     def __init__(self, ident: NodeIdentity, worker: Any) -> None:
         super().__init__(ident)
         self.worker = worker
+        self.redrives: RedriveBackoff | None = None
+
+    def admit_redrive(self, run_id: str, epoch: int, wake_kind: WakeKind | None) -> bool:
+        """Polling re-drives of one run and generation, spaced out (``redrive``)."""
+        if self.redrives is None:
+            self.redrives = RedriveBackoff(self.engine.settings.claim_renew_interval_ms)
+        return self.redrives.admit((run_id, epoch, wake_kind or ""), self.engine.now_ms())
 
     def dispatch_timers(self, owned: QuerySet[WorkflowRun], now_ms: int) -> Iterable[str] | None:
         return dispatch_timers(

@@ -61,6 +61,8 @@ class MessageScheduler(TurnScheduler):
         owner = owner_of_run(self.engine.settings.database, run_id)
         if owner is None or owner.engine_id != self.identity.engine_id:
             return
+        if not self.admit_redrive(str(run_id), owner.epoch, wake_kind):
+            return
         send_drive(
             DriveMessage(
                 self.identity.node_name,
@@ -72,6 +74,10 @@ class MessageScheduler(TurnScheduler):
                 workflow_id=owner.workflow_id,
             )
         )
+
+    def admit_redrive(self, run_id: str, epoch: int, wake_kind: WakeKind | None) -> bool:
+        """Whether this message may go now; every message by default."""
+        return True
 
     def claim_then_drive(
         self,

@@ -4,8 +4,11 @@ Why: a node must not poll for every due timer, and a broker must not hold
 a message for a sleep of days. A timer is handed to Celery once it is due
 within ``CELERY_ETA_HORIZON``, and ``Timer.dispatched_at`` records that it
 was (so it is sent once). It is sent again when it was sent before the
-current claim (by a previous owner) or is overdue by a renew interval
-although sent (the message was lost).
+current claim (by a previous owner) or is still undriven although sent
+(the message was lost, or is late behind a backlog): one renew interval
+after it fell due, then after gaps that double with how overdue it was when
+last sent (capped, ``redrive.CAP_INTERVALS``), so a node whose queue runs
+late does not bury it under re-sends of the same timers.
 
 Fencing exemption: ``Timer.dispatched_at`` is a scheduling mark, not
 workflow state. It is written with plain ``.update()`` (a compare-and-set
@@ -19,10 +22,21 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    BigIntegerField,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Greatest, Least
 
 from weft_django.models import Timer, WorkflowClaim, WorkflowRun
 from weft_django.transports.celery.messages import DriveMessage, send_drive
+from weft_django.transports.celery.redrive import CAP_INTERVALS
 from weft_django.transports.celery.turn_marks import BATCH, DRIVABLE_STATUSES
 from weft_django.vocab import timer_wake_kind
 
@@ -61,10 +75,27 @@ def dispatch_timers(
             c_claimed=Subquery(claims.values("claimed_at")[:1]),
         )
         .filter(c_engine=engine.engine_id)
+        .alias(
+            # When a sent timer is re-sent: how overdue it was when last sent
+            # after that (at least one interval, at most the cap).
+            resend_at=ExpressionWrapper(
+                F("dispatched_at")
+                + Greatest(
+                    Value(interval, output_field=BigIntegerField()),
+                    Least(
+                        F("dispatched_at") - F("fire_at"),
+                        Value(interval * CAP_INTERVALS, output_field=BigIntegerField()),
+                        output_field=BigIntegerField(),
+                    ),
+                    output_field=BigIntegerField(),
+                ),
+                output_field=BigIntegerField(),
+            )
+        )
         .filter(
             Q(dispatched_at__isnull=True)
             | Q(dispatched_at__lt=F("c_claimed"))
-            | Q(fire_at__lte=now - interval, dispatched_at__lte=now - interval)
+            | Q(fire_at__lte=now - interval, resend_at__lte=now)
         )
         .order_by("fire_at")
         .values_list("pk", "run_id", "kind", "fire_at", "dispatched_at", "c_epoch", "c_claimed")[
