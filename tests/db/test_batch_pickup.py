@@ -228,12 +228,20 @@ def test_the_prebuilt_read_selects_what_pending_due_selects(
         engine = Engine("engine-a", clock=clock)
         try:
             for limit in (2, 10):
+                ops, queues = store.ops("default"), list(engine.settings.queues or ())
                 with transaction.atomic():
-                    orm = [r.pk for r in pending_due(engine)[:limit]]
-                    raw = store.ops("default").pending_runs_skip_locked(
-                        "default", engine.now_ms(), list(engine.settings.queues or ()), limit
+                    orm = list(pending_due(engine)[:limit])
+                    claims = ops.lock_pending_claims_skip_locked(
+                        "default", engine.now_ms(), queues, limit
                     )
-                assert [r.pk for r in raw] == orm
+                    raw = ops.pending_runs_skip_locked("default", engine.now_ms(), queues, limit)
+                    only = ops.pending_runs_skip_locked(
+                        "default", engine.now_ms(), queues, limit, workflow_ids=list(claims)
+                    )
+                assert [r.pk for r in raw] == [r.pk for r in orm]
+                # Step 1 locks the claims of exactly those runs; step 2 their runs.
+                assert set(claims) == {r.workflow_id for r in orm}
+                assert [r.pk for r in only] == [r.pk for r in orm]
                 assert all(r.input is None and r.status == "pending" for r in raw)
         finally:
             engine.dispose(grace=0)

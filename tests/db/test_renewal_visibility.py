@@ -112,3 +112,30 @@ def test_a_claim_another_engine_holds_is_still_lost(clock: ManualClock) -> None:
     outcomes = _renew_on_another_connection(host)
     assert [(o.workflow_id, o.status) for o in outcomes] == [("wf", "lost")]
     assert host.registry.current_epoch("wf") is None
+
+
+def test_an_acquire_committed_right_after_the_pass_statement_is_pending(
+    clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass's UPDATE ran on the snapshot before the commit; by its check
+    the row carries this very generation: kept, renewed by the next pass."""
+    from weft_django import db as store
+
+    host = StaticHost("engine-a", clock)
+    assert host.registry is not None
+    assert host.registry.acquire("wf").status == "acquired"
+    ops = store.ops("default")
+    real = ops.renew_exact_holders
+    calls: list[int] = []
+
+    def missed_once(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return set() if len(calls) == 1 else real(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "renew_exact_holders", missed_once)
+    outcomes = _renew_on_another_connection(host)
+    assert [(o.workflow_id, o.status) for o in outcomes] == [("wf", "pending")]
+    clock.advance(500)
+    outcomes = _renew_on_another_connection(host)
+    assert [(o.workflow_id, o.status) for o in outcomes] == [("wf", "renewed")]
+    assert host.metrics.snapshot().renewal_failures == 0

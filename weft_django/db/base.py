@@ -124,12 +124,27 @@ class StoreOps:
         """
         raise NotImplementedError
 
-    def pending_runs_skip_locked(
+    def lock_pending_claims_skip_locked(
         self, using: str, now_ms: int, excluded_queues: Sequence[str], limit: int
+    ) -> dict[str, ClaimRow]:
+        """The claim rows of up to ``limit`` pending runs due at ``now_ms`` (not
+        of ``excluded_queues``), oldest first: ensured, and locked without
+        waiting for a row another transaction holds -- the runs themselves are
+        not locked (claims before runs). Only called when ``supports_skip_locked``."""
+        raise NotImplementedError
+
+    def pending_runs_skip_locked(
+        self,
+        using: str,
+        now_ms: int,
+        excluded_queues: Sequence[str],
+        limit: int,
+        workflow_ids: Sequence[str] | None = None,
     ) -> list[WorkflowRun]:
         """Lock up to ``limit`` pending runs due at ``now_ms`` (not of
-        ``excluded_queues``), oldest first, skipping any row another
-        transaction holds. Only called when ``supports_skip_locked``."""
+        ``excluded_queues``; of ``workflow_ids`` when given), oldest first,
+        skipping any row another transaction holds. Only called when
+        ``supports_skip_locked``."""
         raise NotImplementedError
 
     def lock_claims_skip_locked(

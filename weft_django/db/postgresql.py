@@ -43,6 +43,7 @@ from weft_django.db.base import (
     StoreOps,
     table,
 )
+from weft_django.db.pickup_statements import PickupStatements
 from weft_django.models import EngineRecord, WorkflowClaim, WorkflowRun
 
 #: Isolation levels under which the conditional batch's lost races stay results.
@@ -65,7 +66,7 @@ def isolation_name(value: object) -> str:
     return text.replace("_", " ").upper()
 
 
-class PostgreSQLOps(StoreOps):
+class PostgreSQLOps(PickupStatements, StoreOps):
     vendor: ClassVar[str] = "postgresql"
     supports_claim_statement: ClassVar[bool] = True
     supports_joint_lock: ClassVar[bool] = True
@@ -79,8 +80,8 @@ class PostgreSQLOps(StoreOps):
         self._statements: dict[tuple[type[models.Model], bool, tuple[bool, ...] | None], str] = {}
         self._fields: dict[type[models.Model], tuple[tuple[str, str], ...]] = {}
         self._read_sql: dict[str, str] = {}
-        self._pending_sql: dict[tuple[str, bool], str] = {}
         self._event_values: dict[type[models.Model], Any] = {}
+        self._pickup_sql: dict[tuple[str, str, bool], str] = {}
 
     # -- the claim statement -------------------------------------------------
     def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:
@@ -225,29 +226,6 @@ class PostgreSQLOps(StoreOps):
                 else:
                     runs[key] = LockedRun(text, number, second)
         return len(claims) == len(claim_ids)
-
-    def pending_runs_skip_locked(
-        self, using: str, now_ms: int, excluded_queues: Sequence[str], limit: int
-    ) -> list[WorkflowRun]:
-        """``pickup.pending_due`` with ``select_for_update(skip_locked=True)``,
-        built once per shape: compiling that query was the largest share of a
-        poll thread at several engines. ``tests/db/test_batch_pickup.py`` pins
-        that both select the same runs in the same order."""
-        key = (using, bool(excluded_queues))
-        sql = self._pending_sql.get(key)
-        if sql is None:
-            quote = connections[using].ops.quote_name
-            columns = ", ".join(
-                quote(f.column) for f in WorkflowRun._meta.concrete_fields if f.column
-            )
-            queues = " AND (queue IS NULL OR NOT (queue = ANY(%s)))" if excluded_queues else ""
-            sql = self._pending_sql[key] = (
-                f"SELECT {columns} FROM {table(WorkflowRun, using)} "
-                "WHERE status = 'pending' AND (start_at IS NULL OR start_at <= %s)"
-                f"{queues} ORDER BY created_at LIMIT %s FOR UPDATE SKIP LOCKED"
-            )
-        queue_params = [list(excluded_queues)] if excluded_queues else []
-        return list(WorkflowRun.objects.using(using).raw(sql, [now_ms, *queue_params, limit]))
 
     def lock_claims_skip_locked(
         self, using: str, workflow_ids: Sequence[str]

@@ -8,18 +8,18 @@ batch committed.
 Why a batch: engines polling together read the same oldest pending runs and
 raced for them one at a time, each lost race a rolled-back transaction (and
 two engines did less than one). Where the database has ``SKIP LOCKED``,
-``pick_up_batch`` locks up to ``limit`` pending runs that no other engine is
-taking, ensures and locks their claim rows the same way, and commits every
-pending → running write with every acquire as ONE conditional batch. Nothing
-waits for a row another engine holds, so concurrent engines take disjoint
-runs instead of racing for the same one. A run whose claim is still held (a
-stale holder an earlier run of the workflow left, or this engine's own) is
-not folded: it goes back to the one-at-a-time ``pick_up``, which takes a
-stale holder over -- a lost race or a lost fence affects only its own
-workflow. The one wait left is the claim row's ``INSERT … ON CONFLICT`` on a
-row a one-at-a-time pickup of the same run inserted and has not committed
-(it then waits for our run lock): PostgreSQL ends that deadlock and the
-batch takes nothing that pass. Elsewhere (SQLite) the one-at-a-time path is
+``pick_up_batch`` ensures and locks the claim rows of up to ``limit`` due
+pending runs that no other engine is taking, then locks those runs the same
+way (claims before runs: docs/reference/lock-order.md), and commits every
+pending → running write with every acquire as ONE conditional batch. No
+lock waits for a row another engine holds, so concurrent engines take
+disjoint runs instead of racing for the same one; the one wait left, a
+claim row's ``INSERT … ON CONFLICT`` behind another transaction's insert of
+that row, happens while this transaction holds no run. A run whose claim is
+still held (a stale holder an earlier run of the workflow left, or this
+engine's own) is not folded: it goes back to the one-at-a-time ``pick_up``,
+which takes a stale holder over -- a lost race or a lost fence affects only
+its own workflow. Elsewhere (SQLite) the one-at-a-time path is
 the whole story.
 """
 
@@ -132,13 +132,16 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
     folded: list[str] = []
     try:
         with transaction.atomic(using=db):
-            runs = store.ops(db).pending_runs_skip_locked(
-                db, engine.now_ms(), list(engine.settings.queues or ()), limit
-            )
+            # Claims first, then their runs (docs/reference/lock-order.md);
+            # neither step waits for a row another transaction holds.
+            ops, queues, due = store.ops(db), list(engine.settings.queues or ()), engine.now_ms()
+            rows = ops.lock_pending_claims_skip_locked(db, due, queues, limit)
+            if not rows:
+                return out
+            runs = ops.pending_runs_skip_locked(db, due, queues, limit, workflow_ids=list(rows))
             out.seen = len(runs)
             if not runs:
                 return out
-            rows = store.ops(db).lock_claims_skip_locked(db, [r.workflow_id for r in runs])
             conditions: list[Condition] = []
             writes: list[Write] = []
             folds = []
@@ -179,9 +182,8 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
         for workflow_id in folded:
             registry.forget(workflow_id)
         if isinstance(exc, DatabaseError) and is_retryable(exc):
-            # A deadlock with a one-at-a-time pickup of the same run (its
-            # claim row inserted, our run lock awaited): nothing was taken;
-            # the next pass (or that pickup) has the run.
+            # A serialization failure or busy database (no deadlock: claims
+            # are locked before runs): nothing was taken; the next pass retries.
             logger.info("batch pickup lost a lock race; the next pass retries", exc_info=True)
             return BatchPickup()
         raise

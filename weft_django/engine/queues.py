@@ -167,17 +167,23 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
                 return []
             candidates = pending_due(engine, queued=True).filter(queue=spec.name)
             candidates = candidates.order_by("-priority", "created_at")
-            if vendor.supports_skip_locked:
-                candidates = candidates.select_for_update(skip_locked=True)
             extra = 50 if spec.per_key_concurrency is not None else 0
-            runs = list(candidates[: room + extra])
+            if vendor.supports_skip_locked:
+                # Claims before runs (docs/reference/lock-order.md): the
+                # candidates read unlocked, their claims ensured and locked
+                # without waiting for a held row, then their runs the same way.
+                ids = list(candidates.values_list("workflow_id", flat=True)[: room + extra])
+                if not ids:
+                    return []
+                rows = vendor.lock_claims_skip_locked(db, ids)
+                snapshots = {w: ClaimSnapshot(w, *row) for w, row in rows.items()}
+                held = candidates.filter(workflow_id__in=list(rows))
+                runs = list(held.select_for_update(skip_locked=True)[: room + extra])
+            else:
+                runs = list(candidates[: room + extra])
+                snapshots = {r.workflow_id: registry.read(r.workflow_id) for r in runs}
             if not runs:
                 return []
-            if vendor.supports_skip_locked:
-                rows = vendor.lock_claims_skip_locked(db, [r.workflow_id for r in runs])
-                snapshots = {w: ClaimSnapshot(w, *row) for w, row in rows.items()}
-            else:
-                snapshots = {r.workflow_id: registry.read(r.workflow_id) for r in runs}
             conditions: list[Condition] = []
             writes: list[Write] = []
             folds: list[ClaimFold] = []

@@ -341,19 +341,32 @@ class ClaimRegistry:
         statement ran -- before that transaction commits, since the turns that
         follow need them. A renewal on its own connection in that window reads
         the row at the epoch before (or no row, for a new workflow id): the
-        claim stays tracked (outcome ``pending``) and the next pass renews it.
+        claim stays tracked (outcome ``pending``) and the next pass renews it;
+        so does a row the transaction committed right after the pass's
+        statement (it now shows this engine at the tracked epoch).
         Only while the tracked claim is unexpired: an acquire committed after
         its own expiry may be taken over at once, so it is not kept.
         """
         unexpired = {w: h for w, h in candidates.items() if now < h.expires_at}
         if not unexpired:
             return set()
-        rows = dict(
-            WorkflowClaim.objects.using(self.using)
+        rows: dict[str, tuple[int, str | None, int | None, int | None]] = {
+            w: (int(epoch), engine_id, expires_at, claimed_at)
+            for w, epoch, engine_id, expires_at, claimed_at in WorkflowClaim.objects.using(
+                self.using
+            )
             .filter(pk__in=list(unexpired))
-            .values_list("workflow_id", "epoch")
-        )
-        return {w for w, h in unexpired.items() if rows.get(w, 0) < h.epoch}
+            .values_list("workflow_id", "epoch", "engine_id", "expires_at", "claimed_at")
+        }
+        # Committed between the pass's statement and this read: the row now
+        # carries exactly the tracked holder -- no loss either. (Any other
+        # change at this epoch is someone else's: lost, never renewed back.)
+        return {
+            w
+            for w, h in unexpired.items()
+            if rows.get(w, (0, None, None, None))[0] < h.epoch
+            or rows.get(w) == (h.epoch, h.engine_id, h.expires_at, h.claimed_at)
+        }
 
     def _ended_by_this_engine(self, missing: list[tuple[str, int]]) -> set[str]:
         """Engine scope: the ids among ``missing`` whose generation this engine
