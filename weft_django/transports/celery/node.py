@@ -18,6 +18,7 @@ from django.db import connections
 
 from weft_django.engine import Engine
 from weft_django.engine.records import add_counters
+from weft_django.models import WorkflowClaim, WorkflowRun
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 from weft_django.transports.celery.identity import NodeIdentity, identity
 from weft_django.transports.celery.pool import state as pool_state
@@ -30,7 +31,6 @@ from weft_django.transports.celery.wake_report import leftovers
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
-    from weft_django.models import WorkflowRun
     from weft_django.vocab import WakeKind
 
 logger = logging.getLogger("weft_django.transports.celery")
@@ -46,6 +46,27 @@ class CeleryNodeScheduler(MessageScheduler):
         super().__init__(ident)
         self.worker = worker
         self.redrives: RedriveBackoff | None = None
+
+    def pickup_capacity(self, most: int) -> int:
+        """Room for twice the pool's processes, less the turns this node owes.
+
+        A claimed run waits for a pool process; a node that claims faster
+        than its pool drives (a burst, a loaded machine) holds runs other
+        engines could drive, renews their claims, and queues their wakes
+        behind each other -- the chaos soak saw a two-process node hold 250
+        runs with its wakes a minute late while standalone engines idled.
+        ``running`` runs under this node's claims are the turns it owes
+        (queued or under way); one count per pass.
+        """
+        pool = max(1, int(getattr(self.worker, "concurrency", 0) or 1))
+        db = self.engine.settings.database
+        held = WorkflowClaim.objects.using(db).filter(engine_id=self.identity.engine_id)
+        owed = (
+            WorkflowRun.objects.using(db)
+            .filter(status="running", workflow_id__in=held.values("workflow_id"))
+            .count()
+        )
+        return max(0, min(most, 2 * pool - owed))
 
     def admit_redrive(self, run_id: str, epoch: int, wake_kind: WakeKind | None) -> bool:
         """Polling re-drives of one run and generation, spaced out (``redrive``)."""
