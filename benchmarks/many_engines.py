@@ -272,7 +272,16 @@ def spread(workers: Sequence[ChildGroup], runs: int, tag: str) -> dict[str, Any]
         for f in ours.values_list("finished_at", flat=True)
         if f is not None  # every run is completed by now: never None
     ]
-    takeovers = ClaimEvent.objects.filter(kind="takeover", workflow_id__startswith=f"{tag}-")
+    takeovers = [
+        {
+            "workflow_id": t["workflow_id"],
+            "from_engine": t["previous_engine_id"],
+            "at_s": round((t["at_ms"] - t0_ms) / 1000, 3),
+        }
+        for t in ClaimEvent.objects.filter(kind="takeover", workflow_id__startswith=f"{tag}-")
+        .order_by("id")
+        .values("workflow_id", "previous_engine_id", "at_ms")
+    ]
     claims = list(
         ClaimEvent.objects.filter(kind="acquire", workflow_id__startswith=f"{tag}-")
         .values("engine_id")
@@ -292,7 +301,8 @@ def spread(workers: Sequence[ChildGroup], runs: int, tag: str) -> dict[str, Any]
         "engines": n,
         "all_complete_s": round(max(finished_s), 3),
         "finished_s": stats.distribution(finished_s, 3),
-        "takeovers": takeovers.count(),
+        "takeovers": len(takeovers),
+        "takeover_detail": takeovers[:20],
         "engines_that_drove": drove,
         "engines_that_claimed": len(claims),
         "first_pickup_ms": stats.distribution([c["first"] - t0_ms for c in claims]),
