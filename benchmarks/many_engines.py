@@ -12,8 +12,10 @@ found) -- in one run:
 2. **N engines**: N idle ``weft_worker``s booted in parallel (readiness =
    their ``EngineRecord`` rows), warmed up, then the same window. Per engine
    (÷ N): transactions/s (``pg_stat_database`` ``xact_commit +
-   xact_rollback`` delta), statements/s (``pg_stat_statements`` calls delta,
-   when the extension is loaded; ``null`` and the reason when not), the CPU
+   xact_rollback`` delta), statements/s and their execution time
+   (``pg_stat_statements`` calls and ``total_exec_time`` deltas, when the
+   extension is loaded; ``null`` and the reason when not; ``top_statements``:
+   the eight costliest, the idle profile), the CPU
    of PostgreSQL (the engines' backends: ``/proc/<pid>/stat`` of the
    ``pg_stat_activity`` pids of the benchmark database, summed per pid; and
    the whole server: every pid ``pg_stat_activity`` shows plus the
@@ -100,16 +102,17 @@ class Probe:
             return f"pg_stat_statements unreadable: {exc}"
         return None
 
-    def statements(self) -> dict[str, int] | None:
-        """Calls by query text of the benchmark database (``None``: unavailable)."""
+    def statements(self) -> dict[str, tuple[int, float]] | None:
+        """(calls, execution ms) by query text of the benchmark database
+        (``None``: unavailable)."""
         if self.statements_reason is not None:
             return None
         rows = self.conn.execute(
-            "SELECT s.query, sum(s.calls) FROM pg_stat_statements s "
+            "SELECT s.query, sum(s.calls), sum(s.total_exec_time) FROM pg_stat_statements s "
             "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = %s GROUP BY s.query",
             [self.db],
         ).fetchall()
-        return {str(q): int(c) for q, c in rows}
+        return {str(q): (int(c), float(t)) for q, c, t in rows}
 
     def xacts(self) -> dict[str, int]:
         self.conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -175,17 +178,24 @@ def measure_idle(
     per = 1 / (span * n)
     held = [after["apps"].count(name) for name in names]
     statements: float | None = None
+    exec_ms: float | None = None
     top: list[dict[str, Any]] = []
     if before["statements"] is not None and after["statements"] is not None:
-        calls = {
-            q: c - before["statements"].get(q, 0)
-            for q, c in after["statements"].items()
-            if c > before["statements"].get(q, 0)
+        earlier = before["statements"]
+        delta = {
+            q: (c - earlier.get(q, (0, 0.0))[0], t - earlier.get(q, (0, 0.0))[1])
+            for q, (c, t) in after["statements"].items()
+            if c > earlier.get(q, (0, 0.0))[0]
         }
-        statements = sum(calls.values()) * per
+        statements = sum(c for c, _ in delta.values()) * per
+        exec_ms = sum(t for _, t in delta.values()) * per
         top = [
-            {"calls_per_s_per_engine": round(c * per, 3), "query": " ".join(q.split())[:160]}
-            for q, c in sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+            {
+                "calls_per_s_per_engine": round(c * per, 3),
+                "exec_ms_per_s_per_engine": round(t * per, 4),
+                "query": " ".join(q.split())[:160],
+            }
+            for q, (c, t) in sorted(delta.items(), key=lambda kv: -kv[1][1])[:8]
         ]
     engine_cpu = [b - a for a, b in zip(engine_before, engine_after, strict=True)]
     rss = [rss_kib(p) / 1024 for p in pids]
@@ -194,6 +204,7 @@ def measure_idle(
         "window_s": round(span, 2),
         "xact_per_s": round((after["xacts"] - before["xacts"]) * per, 3),
         "statements_per_s": stats.rnd(statements),
+        "statement_exec_ms_per_s": stats.rnd(exec_ms, 4),
         "sessions_opened_per_s": round((after["sessions"] - before["sessions"]) * per, 4),
         "postgres_backend_cpu_ms_per_s": round(
             1000 * postgres_cpu_delta_s(before["backend_cpu"], after["backend_cpu"]) * per, 3

@@ -53,6 +53,12 @@ def _check_idle(idle: dict[str, Any], engines: int, statements: bool) -> None:
     assert idle["xact_per_s"] > 0
     if statements:
         assert idle["top_statements"] and idle["statements_per_s"] > 0
+        assert idle["statement_exec_ms_per_s"] > 0
+        assert {"calls_per_s_per_engine", "exec_ms_per_s_per_engine", "query"} == set(
+            idle["top_statements"][0]
+        )
+    else:
+        assert idle["statement_exec_ms_per_s"] is None
 
 
 def test_many_engines_smoke(tmp_path: Path) -> None:
