@@ -467,7 +467,8 @@ def _plot(figures: dict[str, Any], n: int, publish: bool) -> str:
         ax.set_title(f"{label}\nper idle engine", fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"Idle cost per engine: 1 vs {n} engines ({os.cpu_count()} cores)", fontsize=10)
+    title = f"Idle cost per engine: 1 vs {n} engines ({os.cpu_count()} cores)"
+    fig.suptitle(title, fontsize=10, y=1.04)
     path = common.publish_png(fig, "many-engines", publish)
     plt.close(fig)
     return path
