@@ -30,7 +30,9 @@ BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", 
 #: ``queues``: start -> complete through a queue against no queue (issue #16).
 #: ``replay_check``: live runs/s the deploy gate replays (issue #20).
 #: ``bulk``: runs/s of cancel_many / retry_many by filter (issue #20).
-EXTRA = ("memory", "updates", "events", "queues", "replay_check", "bulk")
+#: ``many_engines``: idle cost per engine at 1 and 50 engines, and the spread
+#: of a burst across them (issue #21; boots 2 × 51 engine processes).
+EXTRA = ("memory", "updates", "events", "queues", "replay_check", "bulk", "many_engines")
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

@@ -112,9 +112,10 @@ if os.environ.get("WEFT_SESSION_PRESENCE"):
     # "0": crash detection by the claim TTL alone (the TTL-path process tests).
     WEFT["SESSION_PRESENCE"] = os.environ["WEFT_SESSION_PRESENCE"] == "1"
 # Single timings from the environment, in seconds (the Celery tests: a 60 s
-# polling backstop, a 2 s eta horizon): WEFT_CLAIM_TTL, WEFT_CLAIM_RENEW_INTERVAL,
-# WEFT_CELERY_ETA_HORIZON.
-for _key in ("CLAIM_TTL", "CLAIM_RENEW_INTERVAL", "CELERY_ETA_HORIZON"):
+# polling backstop, a 2 s eta horizon; the many-engines benchmark: a slower
+# poll): WEFT_CLAIM_TTL, WEFT_CLAIM_RENEW_INTERVAL, WEFT_CELERY_ETA_HORIZON,
+# WEFT_POLL_INTERVAL.
+for _key in ("CLAIM_TTL", "CLAIM_RENEW_INTERVAL", "CELERY_ETA_HORIZON", "POLL_INTERVAL"):
     if os.environ.get(f"WEFT_{_key}"):
         WEFT[_key] = float(os.environ[f"WEFT_{_key}"])
 # Flow-control queues as JSON (the queue process tests, the queues benchmark).

@@ -42,6 +42,7 @@ from weft_django.models import WorkflowRun
 from weft_django.ownership.batch import RunCondition, Update, is_retryable
 from weft_django.ownership.fold import commit_with_claim_fold
 from weft_django.ownership.ops import Condition, Write
+from weft_django.ownership.results import AcquirePreparation
 from weft_django.ownership.transitions import ClaimSnapshot
 
 logger = logging.getLogger("weft_django.engine")
@@ -129,7 +130,7 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
     assert registry is not None
     db = engine.settings.database
     out = BatchPickup()
-    folded: list[str] = []
+    committed_folds: list[AcquirePreparation] = []
     try:
         with transaction.atomic(using=db):
             # Claims first, then their runs (docs/reference/lock-order.md);
@@ -165,10 +166,13 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
                 batch.append(run)
             if batch:
                 # This transaction is the batch's own: if the batch raises, it
-                # rolls back as a whole, so no savepoint is set around the batch.
-                result = commit_with_claim_fold(engine, folds, conditions, writes, savepoint=False)
+                # rolls back as a whole, so no savepoint is set around the batch;
+                # the claims are tracked once it committed (below).
+                result = commit_with_claim_fold(
+                    engine, folds, conditions, writes, savepoint=False, track=False
+                )
                 if result.committed:
-                    folded = [r.workflow_id for r in batch]
+                    committed_folds = folds
                     for run, values in zip(batch, committed_values, strict=True):
                         # Never picked up before (the pickup sets ``started_at``
                         # only then): no journal, no timers.
@@ -178,15 +182,16 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
                 else:  # not expected under these locks; each run then on its own
                     out.single += batch
     except BaseException as exc:
-        # The batch's claims were tracked, but the transaction around it did not commit.
-        for workflow_id in folded:
-            registry.forget(workflow_id)
+        # Nothing was tracked: the transaction around the batch did not commit.
         if isinstance(exc, DatabaseError) and is_retryable(exc):
             # A serialization failure or busy database (no deadlock: claims
             # are locked before runs): nothing was taken; the next pass retries.
             logger.info("batch pickup lost a lock race; the next pass retries", exc_info=True)
             return BatchPickup()
         raise
+    # Committed: only now does renewal see these claims (``commit_with_folds``).
+    for fold in committed_folds:
+        registry.record_folded_acquire(fold)
     for run in out.picked:
         announce_started(run)
     return out

@@ -156,82 +156,80 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
     assert registry is not None
     now = engine.now_ms()
     vendor = store.ops(db)
-    folded: list[str] = []
     picked: list[tuple[WorkflowRun, dict[str, Any], ClaimFold]] = []
-    try:
-        with transaction.atomic(using=db):
-            lock_queue(spec.name, db)
-            total, per_key, recent = usage(spec, db, now)
-            room = _room(spec, total, recent, limit, rate=True)
-            if room <= 0:
+    with transaction.atomic(using=db):
+        lock_queue(spec.name, db)
+        total, per_key, recent = usage(spec, db, now)
+        room = _room(spec, total, recent, limit, rate=True)
+        if room <= 0:
+            return []
+        candidates = pending_due(engine, queued=True).filter(queue=spec.name)
+        candidates = candidates.order_by("-priority", "created_at")
+        extra = 50 if spec.per_key_concurrency is not None else 0
+        if vendor.supports_skip_locked:
+            # Claims before runs (docs/reference/lock-order.md): the
+            # candidates read unlocked, their claims ensured and locked
+            # without waiting for a held row, then their runs the same way.
+            ids = list(candidates.values_list("workflow_id", flat=True)[: room + extra])
+            if not ids:
                 return []
-            candidates = pending_due(engine, queued=True).filter(queue=spec.name)
-            candidates = candidates.order_by("-priority", "created_at")
-            extra = 50 if spec.per_key_concurrency is not None else 0
-            if vendor.supports_skip_locked:
-                # Claims before runs (docs/reference/lock-order.md): the
-                # candidates read unlocked, their claims ensured and locked
-                # without waiting for a held row, then their runs the same way.
-                ids = list(candidates.values_list("workflow_id", flat=True)[: room + extra])
-                if not ids:
-                    return []
-                rows = vendor.lock_claims_skip_locked(db, ids)
-                snapshots = {w: ClaimSnapshot(w, *row) for w, row in rows.items()}
-                held = candidates.filter(workflow_id__in=list(rows))
-                runs = list(held.select_for_update(skip_locked=True)[: room + extra])
-            else:
-                runs = list(candidates[: room + extra])
-                snapshots = {r.workflow_id: registry.read(r.workflow_id) for r in runs}
-            if not runs:
-                return []
-            conditions: list[Condition] = []
-            writes: list[Write] = []
-            folds: list[ClaimFold] = []
-            for run in runs:
-                if len(picked) >= room:
-                    break
-                key = run.concurrency_key
-                if (
-                    key is not None
-                    and spec.per_key_concurrency is not None
-                    and per_key.get(key, 0) >= spec.per_key_concurrency
-                ):
-                    continue
-                snapshot = snapshots.get(run.workflow_id)
-                if snapshot is None or not snapshot.holder_absent:
-                    continue  # locked elsewhere, or a holder still there: a later pass
-                if registry.current_epoch(run.workflow_id) is not None:
-                    continue
-                run_conditions, run_writes = pickup_parts(engine, run)
-                fold = registry.prepare_acquire(run.workflow_id, snapshot)
-                slot = QueueSlot(
-                    queue=spec.name,
-                    workflow_id=run.workflow_id,
-                    epoch=fold.transition.epoch,
-                    run_id=run.pk,
-                    concurrency_key=key,
-                    admitted_at=now,
-                    counts_for_rate=run.started_at is None,
-                )
-                conditions += run_conditions
-                writes += [*run_writes, Insert(slot)]
-                folds.append(fold)
-                values = next(w.values for w in run_writes if isinstance(w, Update))
-                picked.append((run, values, fold))
-                if key is not None:
-                    per_key[key] = per_key.get(key, 0) + 1
-            if not picked:
-                return []
-            if random.random() < SWEEP_CHANCE:
-                forget_old(spec, db, now)
-            result = commit_with_claim_fold(engine, folds, conditions, writes, savepoint=False)
-            if not result.committed:
-                return []
-            folded = [run.workflow_id for run, _, _ in picked]
-    except BaseException:
-        for workflow_id in folded:
-            registry.forget(workflow_id)
-        raise
+            rows = vendor.lock_claims_skip_locked(db, ids)
+            snapshots = {w: ClaimSnapshot(w, *row) for w, row in rows.items()}
+            held = candidates.filter(workflow_id__in=list(rows))
+            runs = list(held.select_for_update(skip_locked=True)[: room + extra])
+        else:
+            runs = list(candidates[: room + extra])
+            snapshots = {r.workflow_id: registry.read(r.workflow_id) for r in runs}
+        if not runs:
+            return []
+        conditions: list[Condition] = []
+        writes: list[Write] = []
+        folds: list[ClaimFold] = []
+        for run in runs:
+            if len(picked) >= room:
+                break
+            key = run.concurrency_key
+            if (
+                key is not None
+                and spec.per_key_concurrency is not None
+                and per_key.get(key, 0) >= spec.per_key_concurrency
+            ):
+                continue
+            snapshot = snapshots.get(run.workflow_id)
+            if snapshot is None or not snapshot.holder_absent:
+                continue  # locked elsewhere, or a holder still there: a later pass
+            if registry.current_epoch(run.workflow_id) is not None:
+                continue
+            run_conditions, run_writes = pickup_parts(engine, run)
+            fold = registry.prepare_acquire(run.workflow_id, snapshot)
+            slot = QueueSlot(
+                queue=spec.name,
+                workflow_id=run.workflow_id,
+                epoch=fold.transition.epoch,
+                run_id=run.pk,
+                concurrency_key=key,
+                admitted_at=now,
+                counts_for_rate=run.started_at is None,
+            )
+            conditions += run_conditions
+            writes += [*run_writes, Insert(slot)]
+            folds.append(fold)
+            values = next(w.values for w in run_writes if isinstance(w, Update))
+            picked.append((run, values, fold))
+            if key is not None:
+                per_key[key] = per_key.get(key, 0) + 1
+        if not picked:
+            return []
+        if random.random() < SWEEP_CHANCE:
+            forget_old(spec, db, now)
+        result = commit_with_claim_fold(
+            engine, folds, conditions, writes, savepoint=False, track=False
+        )
+        if not result.committed:
+            return []
+    # Committed: only now does renewal see these claims (``fence.commit_with_folds``).
+    for _, _, fold in picked:
+        registry.record_folded_acquire(fold)
     cache = _slot_cache(engine)
     out = []
     for run, values, fold in picked:

@@ -62,6 +62,7 @@ def commit_with_folds(
     folds: Sequence[AcquirePreparation] = (),
     *,
     savepoint: bool = True,
+    track: bool = True,
 ) -> BatchResult:
     """ONE batch of the caller's conditions and writes plus every fold's
     acquire; the registry tracks the folded claims only once it committed
@@ -70,6 +71,14 @@ def commit_with_folds(
     The one implementation under ``fenced_commit(..., folds=)`` and
     ``fold.commit_with_claim_fold``: a fold is never tracked before its
     batch is durable, and never tracked when the batch failed.
+    ``track=False`` (with ``savepoint=False``: the caller's transaction is
+    the batch's own and commits after this returns): the caller tracks each
+    fold (``registry.record_folded_acquire``) once that transaction has
+    committed. Tracked earlier, a renewal pass running before the commit
+    reads the claim rows as they were (no holder), renews none of them and
+    reports them lost, while the commit then leaves them held in the
+    database by an engine that no longer drives them: their runs wait for
+    expiry and takeover (seen at 50 engines, ``benchmarks/many_engines``).
     """
     result = conditional_batch(
         [*conditions, *(c for f in folds for c in f.conditions)],
@@ -77,7 +86,7 @@ def commit_with_folds(
         using=host.settings.database,
         savepoint=savepoint,
     )
-    if result.committed and host.registry is not None:
+    if track and result.committed and host.registry is not None:
         for fold in folds:
             host.registry.record_folded_acquire(fold)
     return result
