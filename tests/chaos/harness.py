@@ -20,7 +20,12 @@ database for the script), and:
 
 This process talks to PostgreSQL directly (it is the web process and the
 auditor, never partitioned); it installs the Celery transport so its
-``client`` calls send messages to the nodes as a web process would.
+``client`` calls send messages to the nodes as a web process would. It must
+outlive a ``pg_restart`` of the soak's own server (``ChaosConfig.
+database_service``): its database calls run under ``Cluster.harness_db``, which
+waits while the server is down and drops the dead connection once it is back,
+and its reads retry on a fresh connection (``retrying``), so no half-done
+driver step (a start or a signal popped from its plan) is lost to the outage.
 """
 
 from __future__ import annotations
