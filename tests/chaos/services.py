@@ -8,8 +8,10 @@ fail every other test running next to the soak (CI runs the suite in
 parallel). A private service harms no one, and starts in a second or two.
 
 - ``PrivatePostgres``: ``initdb`` into a temporary directory and ``pg_ctl`` on a
-  free port, with durability off (``fsync=off``: a soak's data is thrown away)
-  and enough connections for every engine. ``initdb`` and ``postgres`` refuse
+  free port, with ``fsync=off`` (a server crash keeps every commit, a machine
+  crash would not: a soak's data is thrown away) but ``synchronous_commit`` on
+  (an acknowledged commit must survive ``restart``), and enough connections
+  for every engine. ``initdb`` and ``postgres`` refuse
   to run as root, so as root both run as the ``postgres`` user (``runuser``).
   ``restart(down_s)`` is the fault: an immediate shutdown (every backend killed
   at once, as a crash would), the port closed for ``down_s``, then a start
@@ -124,9 +126,13 @@ class PrivatePostgres:
                 f"-c unix_socket_directories={self.root}",
                 f"-c max_connections={self.max_connections}",
                 "-c shared_buffers=32MB",
+                # Safe against a server crash (the kernel keeps what was written);
+                # only a machine crash would lose data, and a soak's data is thrown away.
                 "-c fsync=off",
-                "-c synchronous_commit=off",
                 "-c full_page_writes=off",
+                # NOT synchronous_commit=off: an immediate shutdown (pg_restart) drops
+                # WAL still in the server's buffers, so acknowledged commits would
+                # vanish (seen: a signal the harness had sent, lost with its row).
                 "-c log_min_messages=warning",
             ]
         )

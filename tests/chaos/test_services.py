@@ -49,3 +49,20 @@ def test_private_redis_stops_and_starts_on_its_port(tmp_path):
         assert client.ping()
     finally:
         server.close()
+
+
+def test_private_postgres_restart_keeps_every_acknowledged_commit(tmp_path):
+    """The fault is a server crash, not data loss: a commit acknowledged just
+    before the immediate shutdown is there after the restart."""
+    server = PrivatePostgres(log_dir=tmp_path).setup()
+    try:
+        dsn = dict(host="127.0.0.1", port=server.port, user="postgres", dbname="postgres")
+        with psycopg.connect(**dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE acked (n int)")
+            for n in range(200):
+                conn.execute("INSERT INTO acked VALUES (%s)", [n])
+            server.restart(0.2)
+        with psycopg.connect(**dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM acked").fetchone() == (200,)
+    finally:
+        server.close()
