@@ -50,7 +50,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from project.demo.models import SideEffect, StockMove
-from tests.chaos.injector import DISABLING, DISRUPTIVE, FAULT_KINDS, FaultRecord
+from tests.chaos.injector import (
+    DISABLING,
+    DISRUPTIVE,
+    EVERY_ENGINE,
+    FAULT_KINDS,
+    KILLING,
+    SESSION_ENDING,
+    FaultRecord,
+)
 from tests.chaos.workflows import (
     ATOMIC_KIND,
     STEP_KIND,
@@ -63,8 +71,6 @@ from weft_django.models import ClaimEvent, EngineRecord, JournalEntry, WorkflowC
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 
 GRANTING = ("acquire", "takeover")
-#: Faults that end an engine's database sessions (its presence lock with them).
-SESSION_ENDING = frozenset({"kill", "terminate"})
 #: What one takeover batch of the reclaim scan may cost on two busy cores.
 SCAN_MS_PER_CLAIM = 25
 #: A stalled engine acts on stale beliefs until it learns it was deposed (its next
@@ -175,7 +181,7 @@ def audit(
     result.runs = len(runs)
     events = _events()
     _check_outcomes(result, started, runs, events)
-    _check_journal(result, runs, events, grace_ms, _session_ends(faults))
+    _check_journal(result, runs, events, grace_ms, _session_ends(faults, engines))
     _check_activities(result, faults, runs)
     _check_atomic(result, runs)
     _check_claims(result, faults, events, set(dead), takeover_bound_ms)
@@ -229,13 +235,16 @@ def _check_outcomes(
             result.lost.append(f"{workflow_id} (a child): left {live}")
 
 
-def _session_ends(faults: list[FaultRecord]) -> dict[str, int]:
+def _session_ends(faults: list[FaultRecord], engines: dict[str, str]) -> dict[str, int]:
     """Engine id -> the earliest time its database sessions ended: a kill or a
-    backend termination (the harness's), or its record marked stopped."""
+    backend termination (the harness's), a server restart (every engine's), or
+    its record marked stopped."""
     ends: dict[str, int] = {}
     for fault in faults:
         if fault.kind in SESSION_ENDING:
-            ends[fault.engine_id] = min(ends.get(fault.engine_id, fault.start_ms), fault.start_ms)
+            hit = list(engines) if fault.engine_id == EVERY_ENGINE else [fault.engine_id]
+            for engine_id in hit:
+                ends[engine_id] = min(ends.get(engine_id, fault.start_ms), fault.start_ms)
     for engine_id, stopped_at in EngineRecord.objects.exclude(stopped_at=None).values_list(
         "engine_id", "stopped_at"
     ):
@@ -339,7 +348,7 @@ def _check_activities(result: Audit, faults: list[FaultRecord], runs: list[Workf
                 (
                     f
                     for f in disruptive
-                    if f.target in (label, next_label)
+                    if f.target in (label, next_label, EVERY_ENGINE)
                     and f.start_ms <= next_at
                     and (f.end_ms or next_at) + STALE_AFTER_FAULT_MS >= at
                 ),
@@ -394,7 +403,7 @@ def _check_claims(
         for workflow_id, epoch in fault.held.items():
             mine = events.get(workflow_id, [])
             newer = [e for e in mine if e.epoch > epoch]
-            if newer and newer[0].kind == "takeover" and fault.kind != "kill":
+            if newer and newer[0].kind == "takeover" and fault.kind not in KILLING:
                 expired = newer[0].previous_expires_at or 0
                 if newer[0].previous_engine_id == fault.engine_id and expired > fault.end_ms:
                     # Not taken over while it was away: the holder came back and

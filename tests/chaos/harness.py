@@ -20,7 +20,12 @@ database for the script), and:
 
 This process talks to PostgreSQL directly (it is the web process and the
 auditor, never partitioned); it installs the Celery transport so its
-``client`` calls send messages to the nodes as a web process would.
+``client`` calls send messages to the nodes as a web process would. It must
+outlive a ``pg_restart`` of the soak's own server (``ChaosConfig.
+database_service``): its database calls run under ``Cluster.harness_db``, which
+waits while the server is down and drops the dead connection once it is back,
+and its reads retry on a fresh connection (``retrying``), so no half-done
+driver step (a start or a signal popped from its plan) is lost to the outage.
 """
 
 from __future__ import annotations
@@ -28,21 +33,32 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
-from django.db import connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 import tests.chaos.workflows as chaos_workflows
 from devtools.procs import ChildGroup, wait_for
+from project.demo.models import StockMove
 from tests.celery.conftest import CeleryWorker
 from tests.chaos.check import Audit, audit
-from tests.chaos.injector import FaultRecord, Injector, plan
+from tests.chaos.injector import (
+    HOLDABLE,
+    FaultKind,
+    FaultRecord,
+    Injector,
+    available_kinds,
+    plan,
+)
 from tests.chaos.proxy import ProxyHub
+from tests.chaos.services import PrivatePostgres, PrivateRabbit, PrivateRedis
+from tests.chaos.stepclock import CLOCK_FILE_ENV, write_offset
 from tests.engines.harness import CHILD_RENEW_INTERVAL_MS, CHILD_TTL_MS, GRACE_MS, Worker
 from weft_django import client
 from weft_django.errors import AsyncActivityTokenError
@@ -50,7 +66,8 @@ from weft_django.models import LIVE_STATUSES, EngineRecord, WorkflowClaim, Workf
 
 logger = logging.getLogger("tests.chaos")
 
-IMPORTS = ("tests.chaos.workflows",)
+#: ``stepclock`` first: it gives the engines built afterwards the steppable clock.
+IMPORTS = ("tests.chaos.stepclock", "tests.chaos.workflows")
 NAMES = ("chaos-tour", "chaos-chain", "chaos-fan")
 BOOT_TIMEOUT_S = 90.0  # hang protection only
 #: One maintenance scan: a Celery node scans every renew interval (a
@@ -58,6 +75,9 @@ BOOT_TIMEOUT_S = 90.0  # hang protection only
 SCAN_MS = CHILD_RENEW_INTERVAL_MS
 #: Scheduling slack on two busy cores for "taken over within TTL + grace + a scan".
 TOLERANCE_MS = 1_500
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -76,6 +96,17 @@ class ChaosConfig:
     #: libpq ``options`` for the engines' sessions, e.g. ``-c
     #: idle_in_transaction_session_timeout=1000`` (a mitigation to compare against).
     pg_options: str = ""
+    #: The soak's own PostgreSQL server (``pg_restart`` needs it; None: an external one).
+    database_service: PrivatePostgres | None = None
+    #: The soak's own broker (``broker_outage`` needs it; None: an external one).
+    broker_service: PrivateRedis | PrivateRabbit | None = None
+
+    def fault_kinds(self) -> tuple[FaultKind, ...]:
+        return available_kinds(
+            private_db=self.database_service is not None,
+            private_broker=self.broker_service is not None,
+            celery=self.celery,
+        )
 
 
 @dataclass
@@ -141,6 +172,7 @@ class Cluster:
     """The engines, their proxies, and what the injector may do to them."""
 
     takeover_bound_ms = CHILD_TTL_MS + GRACE_MS + SCAN_MS
+    renew_interval_ms = CHILD_RENEW_INTERVAL_MS
     #: How long a pause or a partition lasts at least.
     disabled_ms = takeover_bound_ms + TOLERANCE_MS
 
@@ -150,6 +182,14 @@ class Cluster:
         self.proxy = ProxyHub((settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432)))
         self.ports: dict[str, int] = {}
         self.slots: dict[str, Slot] = {}
+        #: Held by the harness around its database calls and by a ``pg_restart``
+        #: while the server is down: the web process waits out the outage.
+        self.outage = threading.Lock()
+        #: Bumped by each database restart: a thread that sees it change drops its
+        #: (dead) Django connection before its next query.
+        self.db_generation = 0
+        self.clock_dir = config.logs / "clocks"
+        self.clock_dir.mkdir(parents=True, exist_ok=True)
         for i in range(config.engines):
             kind: Literal["standalone", "celery"] = (
                 "celery" if i >= config.engines - config.celery else "standalone"
@@ -167,7 +207,14 @@ class Cluster:
         )
         if self.config.pg_options:
             url += f"&options={quote(self.config.pg_options)}"
-        return {"DATABASE_URL": url, chaos_workflows.ENGINE_ENV: label}
+        return {
+            "DATABASE_URL": url,
+            chaos_workflows.ENGINE_ENV: label,
+            CLOCK_FILE_ENV: str(self.clock_file(label)),
+        }
+
+    def clock_file(self, label: str) -> Path:
+        return self.clock_dir / f"{label}.offset"
 
     def start(self) -> None:
         for slot in self.slots.values():
@@ -180,6 +227,19 @@ class Cluster:
             if slot.process is not None:
                 slot.process.kill()
         self.proxy.close()
+
+    # -- the harness's side of a database restart --------------------------------------
+    @contextlib.contextmanager
+    def harness_db(self, seen: list[int]) -> Any:
+        """Database calls of the harness (web process, auditor): never during a
+        ``pg_restart``; a fresh connection after one (``seen``: the generation this
+        thread's connection belongs to)."""
+        with self.outage:
+            if seen[0] != self.db_generation:
+                with contextlib.suppress(Exception):
+                    connection.close()
+                seen[0] = self.db_generation
+            yield
 
     def engine_ids(self) -> dict[str, str]:
         """engine id -> slot label, for every boot."""
@@ -220,6 +280,67 @@ class Cluster:
                 [label],
             )
             return int(cursor.fetchone()[0])
+
+    def restart_database(self, down_s: float) -> None:
+        service = self.config.database_service
+        if service is None:
+            raise RuntimeError("pg_restart needs the soak's own PostgreSQL (--pg private)")
+        with self.outage:
+            try:
+                service.restart(down_s)
+            finally:
+                self.db_generation += 1
+
+    def broker_outage(self, down_s: float) -> float:
+        """Stop the broker, keep it down ``down_s`` in all, start it; the seconds it was down."""
+        service = self.config.broker_service
+        if service is None:
+            raise RuntimeError("broker_outage needs the soak's own broker")
+        began = time.monotonic()
+        service.stop()
+        time.sleep(max(0.0, down_s - (time.monotonic() - began)))  # the outage itself
+        service.start()
+        return time.monotonic() - began
+
+    def set_clock_offset(self, slot: Slot, offset_ms: int) -> None:
+        write_offset(self.clock_file(slot.label), offset_ms)
+
+    def holding(self, slot: Slot, kinds: tuple[str, ...] = HOLDABLE) -> str:
+        """The first of ``kinds`` the slot's engine holds now, or ``""``: an atomic
+        step's transaction open (its backend idle in transaction after the step's
+        insert), a live queue slot of its claim generation, a schedule's driver claim."""
+        from weft_django.models import QueueSlot
+        from weft_django.schedule_spec import DRIVER_WORKFLOW
+
+        for kind in kinds:
+            if kind == "atomic transaction":
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                        "AND state = 'idle in transaction' AND query ILIKE %s",
+                        [slot.label, f'INSERT INTO "{StockMove._meta.db_table}"%'],
+                    )
+                    if int(cursor.fetchone()[0]):
+                        return kind
+                continue
+            held = self.held(slot.engine_id)
+            if not held:
+                continue
+            if kind == "queue slot":
+                slots = QueueSlot.objects.filter(
+                    released=False, workflow_id__in=list(held)
+                ).values_list("workflow_id", "epoch", "queue")
+                live = [q for w, e, q in slots if held.get(w) == e]
+                if live:
+                    return f"{kind} of {live[0]}"
+            elif kind == "schedule":
+                driver = WorkflowRun.objects.filter(
+                    name=DRIVER_WORKFLOW, status__in=LIVE_STATUSES, workflow_id__in=list(held)
+                ).values_list("workflow_id", flat=True)
+                first = next(iter(driver), None)
+                if first is not None:
+                    return f"{kind} {first}"
+        return ""
 
     def purge_queues(self, slot: Slot) -> int:
         from celery.utils.nodenames import worker_direct
@@ -363,8 +484,26 @@ class ChaosResult:
     summary: str
 
 
+def retrying(read: Callable[[], T], attempts: int = 5) -> T:
+    """A read of the harness, again on a fresh connection when the server dropped
+    the old one (a ``pg_restart``, or a session the injector terminated)."""
+    for attempt in range(attempts):
+        try:
+            return read()
+        except (OperationalError, InterfaceError) as exc:
+            if attempt == attempts - 1:
+                raise
+            logger.warning("harness read failed (%s); reconnecting", exc)
+            with contextlib.suppress(DatabaseError):
+                connection.close()
+            time.sleep(0.5 * (attempt + 1))  # the server is coming back
+    raise AssertionError("unreachable")
+
+
 def clean_broker(broker: str) -> None:
     """Stale messages of an earlier run would only be discarded, but start clean."""
+    if not broker.startswith("redis"):
+        return  # a private RabbitMQ node starts empty
     with contextlib.suppress(Exception):
         import redis
 
@@ -387,29 +526,37 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
     labels = list(cluster.slots)
     celery_labels = [s.label for s in cluster.slots.values() if s.kind == "celery"]
     injector = Injector(
-        cluster, plan(config.seed, config.faults, labels, celery_labels), config.seed
+        cluster,
+        plan(config.seed, config.faults, labels, celery_labels, config.fault_kinds()),
+        config.seed,
     )
+    seen = [0]  # the database generation of this thread's connection
     began = time.monotonic()
     try:
         cluster.start()
         say(f"booted {', '.join(s.engine_id for s in cluster.slots.values())}")
         driver = Driver(config)
-        driver.begin()
+        with cluster.harness_db(seen):
+            driver.begin()
         injector.start()
         deadline = time.monotonic() + config.drain_timeout_s
         last_note = 0.0
-        while not (driver.started_all() and injector.done() and driver.live() == 0):
+        while True:
             if injector.error is not None:
                 raise RuntimeError("the fault injector failed") from injector.error
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"{driver.live()} workflows still live after {config.drain_timeout_s} s"
-                )
-            driver.pump()
+            with cluster.harness_db(seen):
+                live = retrying(driver.live)
+                if driver.started_all() and injector.done() and live == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{live} workflows still live after {config.drain_timeout_s} s"
+                    )
+                driver.pump()
             if time.monotonic() - last_note > 10:
                 last_note = time.monotonic()
                 say(
-                    f"t={last_note - began:.0f}s started {len(driver.keys)} live {driver.live()} "
+                    f"t={last_note - began:.0f}s started {len(driver.keys)} live {live} "
                     f"faults {len(injector.records)}/{len(injector.faults)}"
                 )
             time.sleep(0.05)
@@ -424,13 +571,16 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
         uninstall()
         with contextlib.suppress(Exception):
             app.close()
-    result = audit(
-        driver.keys,
-        injector.records,
-        cluster.engine_ids(),
-        dead={e for s in cluster.slots.values() for e in s.dead_engine_ids},
-        takeover_bound_ms=Cluster.takeover_bound_ms + TOLERANCE_MS,
-    )
+    with cluster.harness_db(seen):
+        result = retrying(
+            lambda: audit(
+                driver.keys,
+                injector.records,
+                cluster.engine_ids(),
+                dead={e for s in cluster.slots.values() for e in s.dead_engine_ids},
+                takeover_bound_ms=Cluster.takeover_bound_ms + TOLERANCE_MS,
+            )
+        )
     line = result.summary_line(
         engines=config.engines,
         celery=config.celery,

@@ -19,11 +19,30 @@ operator, a kernel or a network can do to a running engine:
 - ``dup_wake``: repeat wakes — extra ``NOTIFY``s, or each ``weft.drive`` of
   the node's runs re-published twice at the current epoch and once at the
   epoch before (a stale generation the wake guard must discard).
+- ``pg_restart``: the soak's private PostgreSQL server shut down at once
+  (every session of every engine dropped together, as a crash would), gone
+  for 2–5 s, then started again (crash recovery);
+- ``broker_outage``: the soak's private broker (Redis, or a RabbitMQ node)
+  stopped for 10–30 s while the Celery nodes run, then started again (a
+  Redis without persistence comes back empty);
+- ``clock_step``: one engine's injected clock (``tests.chaos.stepclock``)
+  stepped forward, then back, each step more than ``CLAIM_RENEW_INTERVAL``
+  and each held for a few renewals, then reset;
+- ``kill_holding``: SIGKILL of an engine while it holds something beyond its
+  claims — an atomic step's open transaction (its backend ``idle in
+  transaction`` right after the step's insert), a queue slot, or a
+  schedule's driver claim — waited for at most ``HOLD_WAIT_S``; the record
+  says what it held (``held none`` when the wait ran out). Restarted as
+  ``kill`` is.
 
 The schedule is a pure function of the seed: the same seed, engines and
 count give the same kinds, targets and pauses. Faults run one after another
 (at most one engine is disturbed at a time, apart from a restarted engine
-still booting), each followed by a seeded gap.
+still booting), each followed by a seeded gap. A service fault (``pg_restart``,
+``broker_outage``) disturbs every engine at once: its target is ``EVERY_ENGINE``
+(``pg_restart``, whose record's ``engine_id`` is that too: every session
+ended) or ``BROKER``. A kind whose service the run does not own (an external
+database or broker) is left out of the plan (``available_kinds``).
 """
 
 from __future__ import annotations
@@ -45,7 +64,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("tests.chaos")
 
-FaultKind = Literal["kill", "stop", "terminate", "partition", "drop_wake", "dup_wake"]
+FaultKind = Literal[
+    "kill",
+    "stop",
+    "terminate",
+    "partition",
+    "drop_wake",
+    "dup_wake",
+    "pg_restart",
+    "broker_outage",
+    "clock_step",
+    "kill_holding",
+]
 FAULT_KINDS: tuple[FaultKind, ...] = (
     "kill",
     "stop",
@@ -53,11 +83,29 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
     "partition",
     "drop_wake",
     "dup_wake",
+    "pg_restart",
+    "broker_outage",
+    "clock_step",
+    "kill_holding",
 )
 #: Faults that take an engine's claims away from it (a takeover must follow).
-DISABLING: frozenset[str] = frozenset({"kill", "stop", "partition"})
-#: Faults that may interrupt a turn between an activity and its journal entry.
-DISRUPTIVE: frozenset[str] = frozenset({"kill", "stop", "partition", "terminate"})
+DISABLING: frozenset[str] = frozenset({"kill", "stop", "partition", "kill_holding"})
+#: Faults that SIGKILL the engine (its claims may be taken over before expiry).
+KILLING: frozenset[str] = frozenset({"kill", "kill_holding"})
+#: Faults that end an engine's database sessions (its presence lock with them).
+SESSION_ENDING: frozenset[str] = frozenset({"kill", "kill_holding", "terminate", "pg_restart"})
+#: Faults that may interrupt a turn between an activity and its journal entry
+#: (a backward clock step may let the others take a live engine's claims).
+DISRUPTIVE: frozenset[str] = frozenset(
+    {"kill", "stop", "partition", "terminate", "pg_restart", "clock_step", "kill_holding"}
+)
+#: The target of a fault that hits every engine at once (``pg_restart``).
+EVERY_ENGINE = "*"
+BROKER = "broker"
+#: How long ``kill_holding`` waits for its engine to hold something; the first half
+#: only for the kind the seed prefers, then for any of ``HOLDABLE``.
+HOLD_WAIT_S = 10.0
+HOLDABLE: tuple[str, ...] = ("atomic transaction", "queue slot", "schedule")
 
 
 @dataclass(frozen=True)
@@ -83,14 +131,37 @@ class FaultRecord:
     detail: str = ""
 
 
-def plan(seed: int, count: int, labels: list[str], celery_labels: list[str]) -> list[Fault]:
+def available_kinds(
+    *, private_db: bool, private_broker: bool, celery: int
+) -> tuple[FaultKind, ...]:
+    """The kinds a run can apply: a service fault needs the service to be the soak's."""
+    return tuple(
+        kind
+        for kind in FAULT_KINDS
+        if (kind != "pg_restart" or private_db)
+        and (kind != "broker_outage" or (private_broker and celery > 0))
+    )
+
+
+def plan(
+    seed: int,
+    count: int,
+    labels: list[str],
+    celery_labels: list[str],
+    kinds_available: tuple[FaultKind, ...] = FAULT_KINDS,
+) -> list[Fault]:
     """``count`` faults: every kind once (when ``count`` allows), then random kinds;
     a disabling fault hits a Celery node at least once when there is one."""
     rng = random.Random(seed)
-    kinds: list[FaultKind] = list(FAULT_KINDS)
+    kinds: list[FaultKind] = list(kinds_available)
     rng.shuffle(kinds)
-    kinds = kinds[:count] + [rng.choice(FAULT_KINDS) for _ in range(count - len(kinds))]
+    kinds = kinds[:count] + [rng.choice(kinds_available) for _ in range(count - len(kinds))]
     targets = [rng.choice(labels) for _ in kinds]
+    for i, kind in enumerate(kinds):
+        if kind == "pg_restart":
+            targets[i] = EVERY_ENGINE
+        elif kind == "broker_outage":
+            targets[i] = BROKER
     if celery_labels and not any(
         k in DISABLING and t in celery_labels for k, t in zip(kinds, targets, strict=True)
     ):
@@ -130,9 +201,14 @@ class Injector:
         try:
             for fault in self.faults:
                 time.sleep(fault.gap_s)
-                slot = self.cluster.slots[fault.target]
-                action: Callable[[Slot], FaultRecord] = getattr(self, f"_{fault.kind}")
-                record = action(slot)
+                if fault.kind == "pg_restart":
+                    record = self._pg_restart()
+                elif fault.kind == "broker_outage":
+                    record = self._broker_outage()
+                else:
+                    slot = self.cluster.slots[fault.target]
+                    action: Callable[[Slot], FaultRecord] = getattr(self, f"_{fault.kind}")
+                    record = action(slot)
                 record.end_ms = record.end_ms or wall_ms()
                 self.records.append(record)
                 logger.info(
@@ -240,3 +316,108 @@ class Injector:
                 "dup_wake", slot.label, slot.engine_id, start, detail=f"{sent} extra wakes"
             )
         return FaultRecord("dup_wake", slot.label, slot.engine_id, start, detail="failed")
+
+    # -- the harsher faults (issue #21) -----------------------------------------------
+    def _pg_restart(self) -> FaultRecord:
+        """The private server shut down at once and started again after 2–5 s.
+
+        The harness's own database calls wait meanwhile (``Cluster.outage``), so
+        the web process and the auditor reconnect instead of failing."""
+        from django.db import connection
+
+        down = round(self.rng.uniform(2.0, 5.0), 1)
+        sessions = sum(self.cluster.backends(label) for label in self.cluster.slots)
+        connection.close()
+        start = wall_ms()
+        self.cluster.restart_database(down)
+        record = FaultRecord(
+            "pg_restart",
+            EVERY_ENGINE,
+            EVERY_ENGINE,
+            start,
+            detail=f"{sessions} engine sessions dropped; server down {down:.1f} s "
+            f"(back after {(wall_ms() - start) / 1000:.1f} s)",
+        )
+        return record
+
+    def _broker_outage(self) -> FaultRecord:
+        """The private broker stopped for 10–30 s while the Celery nodes run."""
+        down = round(self.rng.uniform(10.0, 30.0), 1)
+        start = wall_ms()
+        taken = self.cluster.broker_outage(down)
+        return FaultRecord(
+            "broker_outage",
+            BROKER,
+            "",
+            start,
+            detail=f"broker down {taken:.1f} s (planned {down:.1f} s)",
+        )
+
+    def _clock_step(self, slot: Slot) -> FaultRecord:
+        """Step the engine's clock forward, then back, each by more than the renew
+        interval (less than the TTL minus one renew interval, so a stepped engine
+        keeps the protocol's timing assumption for others' claims), then reset."""
+        renew_ms = self.cluster.renew_interval_ms
+        step = int(self.rng.uniform(1.5, 2.5) * renew_ms)
+        hold = self.rng.uniform(2.0, 4.0)
+        start = wall_ms()
+        record = FaultRecord(
+            "clock_step", slot.label, slot.engine_id, start, held=self.cluster.held(slot.engine_id)
+        )
+        self.cluster.set_clock_offset(slot, step)
+        time.sleep(hold)
+        self.cluster.set_clock_offset(slot, -step)
+        time.sleep(hold)
+        self.cluster.set_clock_offset(slot, 0)
+        record.detail = (
+            f"held {len(record.held)}; clock +{step} ms for {hold:.1f} s, "
+            f"then -{step} ms for {hold:.1f} s"
+        )
+        return record
+
+    def _kill_holding(self, planned: Slot) -> FaultRecord:
+        """Wait (at most ``HOLD_WAIT_S``) for an engine to hold an atomic step's
+        transaction, a queue slot or a schedule's claim, then SIGKILL it.
+
+        The wait is in thirds: the planned engine holding the kind the seed
+        prefers, then the planned engine holding any, then any engine (the
+        record's target is the engine killed)."""
+        order = list(HOLDABLE)
+        self.rng.shuffle(order)
+        began = time.monotonic()
+        slot, what = planned, ""
+        while not what:
+            waited = time.monotonic() - began
+            if waited > HOLD_WAIT_S:
+                break
+            if waited < HOLD_WAIT_S / 3:
+                what = self.cluster.holding(planned, tuple(order[:1]))
+            elif waited < 2 * HOLD_WAIT_S / 3:
+                what = self.cluster.holding(planned, tuple(order))
+            else:
+                for candidate in self.cluster.slots.values():
+                    if candidate.engine_id in candidate.dead_engine_ids:
+                        continue  # killed, its successor still booting
+                    what = self.cluster.holding(candidate, tuple(order))
+                    if what:
+                        slot = candidate
+                        break
+            if not what:
+                time.sleep(0.01)
+        engine_id = slot.engine_id
+        start = wall_ms()
+        slot.group().signal_group(signal.SIGKILL)
+        slot.group().kill()  # reap
+        record = FaultRecord(
+            "kill_holding", slot.label, engine_id, start, held=self.cluster.held(engine_id)
+        )
+        slot.dead_engine_ids.append(engine_id)
+        time.sleep(self.rng.uniform(0.5, 1.5))
+        slot.boot()
+        record.end_ms = wall_ms()
+        slot.wait_ready()
+        record.detail = (
+            f"held {what or 'none'} (waited {waited:.1f} s); {len(record.held)} claims; "
+            f"restarted as {slot.engine_id}"
+        )
+        return record
