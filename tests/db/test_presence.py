@@ -207,3 +207,37 @@ def test_no_session_presence_off_postgresql_or_when_turned_off(clock) -> None:
         assert on.settings.session_presence and not on.uses_session_presence()
         assert EngineRecord.objects.get(pk="np-on").presence_key is None
         on.dispose(grace=0)
+
+
+@postgres_only
+def test_after_its_own_session_ended_an_engine_names_nobody_gone_for_the_grace() -> None:
+    """A database restart ends every session at once: the first engine back
+    must not mark the others stopped (and take all their claims over) before
+    they had the grace to retake their locks; one still gone after it is."""
+    a, b = _opened("qa"), _opened("qb")
+    a.quiet_after_reconnect_ms = 2_000
+    try:
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", [a.backend_pid()])
+            cur.execute("SELECT pg_terminate_backend(%s)", [b.backend_pid()])
+        wait_for("both sessions ended", lambda: a.backend_pid() is not None and _ended(a, b))
+        # a reconnects first; b has not retaken its lock yet.
+        assert a.gone_engines(now_ms=10_000, window_ms=WINDOW) == []
+        assert a.gone_engines(now_ms=11_999, window_ms=WINDOW) == []
+        assert EngineRecord.objects.get(pk="qb").stopped_at is None
+        # Past the grace, an engine still without its lock is gone.
+        assert a.gone_engines(now_ms=12_000, window_ms=WINDOW) == [("qb", True)]
+    finally:
+        a.close()
+        b.close()
+
+
+def _ended(*sessions: presence.SessionPresence) -> bool:
+    """Whether no backend holds any of ``sessions``' presence locks any more."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+            "AND objid = ANY(%s)",
+            [presence.NAMESPACE, [s.key for s in sessions]],
+        )
+        return int(cur.fetchone()[0]) == 0

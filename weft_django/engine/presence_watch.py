@@ -104,6 +104,9 @@ def open_presence(
     presence = SessionPresence(settings.database, engine_id)
     presence.open()
     grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * settings.claim_renew_interval_ms
+    # Reconnected after its own session ended (a database restart ends them
+    # all): give the others the takeover grace to retake their locks.
+    presence.quiet_after_reconnect_ms = grace
     watch = PresenceWatch(
         presence,
         clock=clock,

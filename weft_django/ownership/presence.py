@@ -77,6 +77,11 @@ class SessionPresence:
         self._conn: Any = None
         self._lock = threading.Lock()
         self._closed = False
+        #: After this engine's own session was re-opened, how long (ms) it names
+        #: no other engine gone (``gone_engines``); 0: at once.
+        self.quiet_after_reconnect_ms = 0
+        self._reconnected = False
+        self._quiet_until_ms: int | None = None
 
     # -- the connection ---------------------------------------------------------
     def _connect(self) -> Any:
@@ -118,6 +123,7 @@ class SessionPresence:
         self._conn = conn
         if key != self.key:
             self.key = key
+        self._reconnected = True
         # While the lock was gone, others may have marked this engine stopped and
         # taken its claims (fenced); from now on it is live again.
         EngineRecord.objects.using(self.alias).filter(pk=self.engine_id).update(
@@ -153,7 +159,7 @@ class SessionPresence:
             try:
                 if self._conn is None or self._conn.closed or self._conn.broken:
                     self._reconnect()
-                rows = self._conn.execute(gone_sql(self.alias), params).fetchall()
+                rows = self._look(params)
             except Exception:
                 logger.warning(
                     "engine %s: presence connection failed; reconnecting",
@@ -162,8 +168,38 @@ class SessionPresence:
                 )
                 self._drop_connection()
                 self._reconnect()
-                rows = self._conn.execute(gone_sql(self.alias), params).fetchall()
+                rows = self._look(params)
         return [(str(engine_id), bool(marked)) for engine_id, marked in rows]
+
+    def _look(self, params: dict[str, Any]) -> list[Any]:
+        """The gone engines (marking them stopped), or, while quiet after this
+        engine's own reconnect, only a keepalive: nobody is named or marked."""
+        if self._quiet(int(params["now"])):
+            self._conn.execute("SELECT 1")
+            return []
+        return list(self._conn.execute(gone_sql(self.alias), params).fetchall())
+
+    def _quiet(self, now_ms: int) -> bool:
+        """Whether this look names nobody gone: this engine's own session was
+        just re-opened, so the others' likely ended with it.
+
+        Why: a database restart (or a failover) ends every session at once.
+        The first engine to reconnect would see every other engine's lock
+        gone, mark them all stopped and take over all their claims before
+        expiry -- each in-flight activity of theirs then runs twice, for a
+        fault they all survived. Its own lost session is the sign; for
+        ``quiet_after_reconnect_ms`` it waits for the others to retake their
+        locks (an engine that is really gone is named after that, or its
+        claims expire on the TTL path). The gone set is a hint to the
+        reclaim only; fencing never depends on it.
+        """
+        if self._reconnected:
+            self._reconnected = False
+            self._quiet_until_ms = now_ms + self.quiet_after_reconnect_ms
+        if self._quiet_until_ms is not None and now_ms < self._quiet_until_ms:
+            return True
+        self._quiet_until_ms = None
+        return False
 
     def backend_pid(self) -> int | None:
         """The PostgreSQL pid of the presence session (tests terminate it)."""
