@@ -10,6 +10,7 @@ stale), so sending never raises.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -89,11 +90,50 @@ def send(
             expires=_utc(expires_ms),
         )
     except Exception:  # a lost message costs one renew interval: polling re-sends it
-        logger.warning(
-            "could not send %s for %s; polling will pick it up", name, args[:1], exc_info=True
-        )
+        if _outage.failed():
+            logger.warning(
+                "could not send %s for %s; polling will pick it up (further failures are "
+                "counted, not logged, until a send works again)",
+                name,
+                args[:1],
+                exc_info=True,
+            )
+        else:
+            logger.debug("could not send %s for %s", name, args[:1])
         return False
+    lost = _outage.sent()
+    if lost:
+        logger.warning("sending weft tasks works again; %d message(s) were not sent", lost)
     return True
+
+
+class _SendOutage:
+    """One warning per broker outage, not one traceback per message.
+
+    A broker that is down (restarted, unreachable) fails every send of every
+    thread; each failure is harmless (polling re-sends), but a traceback per
+    message buries the log. The first failure of a streak is logged with its
+    traceback, the rest counted; the first success reports the count.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failures = 0
+
+    def failed(self) -> bool:
+        """Count a failure; True for the first of a streak (log it)."""
+        with self._lock:
+            self._failures += 1
+            return self._failures == 1
+
+    def sent(self) -> int:
+        """A send worked: how many failed in the streak it ends (0: none)."""
+        with self._lock:
+            lost, self._failures = self._failures, 0
+            return lost
+
+
+_outage = _SendOutage()
 
 
 @dataclass(frozen=True)
