@@ -130,6 +130,7 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
     db = engine.settings.database
     out = BatchPickup()
     folded: list[str] = []
+    tracked: list[Any] = []
     try:
         with transaction.atomic(using=db):
             runs = store.ops(db).pending_runs_skip_locked(
@@ -163,9 +164,13 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
             if batch:
                 # This transaction is the batch's own: if the batch raises, it
                 # rolls back as a whole, so no savepoint is set around the batch.
-                result = commit_with_claim_fold(engine, folds, conditions, writes, savepoint=False)
+                # Its claims are tracked once it committed (below), not before.
+                result = commit_with_claim_fold(
+                    engine, folds, conditions, writes, savepoint=False, track=False
+                )
                 if result.committed:
                     folded = [r.workflow_id for r in batch]
+                    tracked = folds
                     for run, values in zip(batch, committed_values, strict=True):
                         # Never picked up before (the pickup sets ``started_at``
                         # only then): no journal, no timers.
@@ -174,8 +179,11 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
                         out.picked.append(as_committed(run, values))
                 else:  # not expected under these locks; each run then on its own
                     out.single += batch
+        # Durable now: track its claims (``ownership.fence.commit_with_folds``).
+        for fold in tracked:
+            registry.record_folded_acquire(fold)
     except BaseException as exc:
-        # The batch's claims were tracked, but the transaction around it did not commit.
+        # The transaction around the batch did not commit (or tracking failed).
         for workflow_id in folded:
             registry.forget(workflow_id)
         if isinstance(exc, DatabaseError) and is_retryable(exc):

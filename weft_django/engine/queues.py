@@ -218,10 +218,16 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
                 return []
             if random.random() < SWEEP_CHANCE:
                 forget_old(spec, db, now)
-            result = commit_with_claim_fold(engine, folds, conditions, writes, savepoint=False)
+            # Tracked once this transaction committed (below), not before
+            # (``ownership.fence.commit_with_folds``).
+            result = commit_with_claim_fold(
+                engine, folds, conditions, writes, savepoint=False, track=False
+            )
             if not result.committed:
                 return []
             folded = [run.workflow_id for run, _, _ in picked]
+        for fold in folds:
+            registry.record_folded_acquire(fold)
     except BaseException:
         for workflow_id in folded:
             registry.forget(workflow_id)

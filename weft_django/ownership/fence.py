@@ -62,6 +62,7 @@ def commit_with_folds(
     folds: Sequence[AcquirePreparation] = (),
     *,
     savepoint: bool = True,
+    track: bool = True,
 ) -> BatchResult:
     """ONE batch of the caller's conditions and writes plus every fold's
     acquire; the registry tracks the folded claims only once it committed
@@ -69,7 +70,15 @@ def commit_with_folds(
 
     The one implementation under ``fenced_commit(..., folds=)`` and
     ``fold.commit_with_claim_fold``: a fold is never tracked before its
-    batch is durable, and never tracked when the batch failed.
+    batch is durable, and never tracked when the batch failed. ``track=False``:
+    the batch runs inside the caller's own transaction (``savepoint=False``),
+    so it is durable only when that transaction commits; the caller tracks
+    each fold (``registry.record_folded_acquire``) after it did. Tracked
+    earlier, a renewal pass in between renews the exact holder it tracks, which
+    its own statement cannot see yet: the claim reads as lost, the engine
+    forgets a claim it durably holds, and takes its own claim over after it
+    expires, running the run's in-flight activity again (the chaos soak's
+    duplicate execution with no fault, issue #21).
     """
     result = conditional_batch(
         [*conditions, *(c for f in folds for c in f.conditions)],
@@ -77,7 +86,7 @@ def commit_with_folds(
         using=host.settings.database,
         savepoint=savepoint,
     )
-    if result.committed and host.registry is not None:
+    if track and result.committed and host.registry is not None:
         for fold in folds:
             host.registry.record_folded_acquire(fold)
     return result

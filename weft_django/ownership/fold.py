@@ -59,11 +59,14 @@ def commit_with_claim_fold(
     writes: Iterable[Write],
     *,
     savepoint: bool = True,
+    track: bool = True,
 ) -> FoldResult:
     """Commit the caller's batch and every fold's acquire as ONE batch
-    (``savepoint``: as ``conditional_batch``'s)."""
+    (``savepoint``, ``track``: as ``fence.commit_with_folds``'s)."""
     fold_list = [folds] if isinstance(folds, AcquirePreparation) else list(folds or ())
-    result = commit_with_folds(host, conditions, writes, fold_list, savepoint=savepoint)
+    result = commit_with_folds(
+        host, conditions, writes, fold_list, savepoint=savepoint, track=track
+    )
     if result.committed:
         return FoldResult("committed", batch=result)
     claim_conflict = any(result.failed_condition is c for f in fold_list for c in f.conditions)
