@@ -153,6 +153,8 @@ class Audit:
     queue_runs: int = 0
     queue_peak: int = 0
     rate_peak: int = 0
+    activity_queue_steps: int = 0
+    activity_queue_peak: int = 0
     queue_limit_exceeded: list[str] = field(default_factory=list)
     updates_sent: int = 0
     updates_resent: int = 0
@@ -212,7 +214,8 @@ class Audit:
             f"schedule_ticks_twice={len(self.schedule_ticks_twice)} "
             f"schedule_ticks_missed={len(self.schedule_ticks_missed)} "
             f"queue_runs={self.queue_runs} queue_peak={self.queue_peak} "
-            f"rate_peak={self.rate_peak} "
+            f"rate_peak={self.rate_peak} activity_queue_steps={self.activity_queue_steps} "
+            f"activity_queue_peak={self.activity_queue_peak} "
             f"queue_limit_exceeded={len(self.queue_limit_exceeded)} "
             f"updates={self.updates_sent} (resent {self.updates_resent}, applied "
             f"{self.updates_applied}) update_applied_twice={len(self.update_applied_twice)} "
@@ -277,6 +280,7 @@ def audit(
     cancels = capabilities.by_name(started, "chaos-cancel")
     capabilities.check_schedule(result, actions.schedule, runs)
     capabilities.check_queue(result, capabilities.by_name(started, "chaos-queued"), runs, events)
+    capabilities.check_activity_queue(result, runs)
     capabilities.check_updates(result, talks, finals)
     capabilities.check_published(result, talks, cancels, finals)
     capabilities.check_cleanups(result, actions, started)

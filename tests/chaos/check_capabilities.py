@@ -15,7 +15,10 @@ committed (never from their logs or counters, which faults cut short):
   may fall inside more spans than the concurrency. Admissions are the runs'
   first ``acquire`` ``ClaimEvent`` (written in the admission's own batch);
   no window shorter than the rate's (by ``RATE_SLACK_MS``, the gap between
-  the admission's clock reading and its claim's) may hold more than R;
+  the admission's clock reading and its claim's) may hold more than R. The
+  activity queue's journaled attempts (``chaos_limited`` returns the interval
+  it ran in, and a journaled attempt held its slot throughout) may not
+  overlap more than its concurrency either;
 - each update id is applied once (``update_applied_twice``: from the ids the
   workflow's own result lists and its ``update-done`` journal entries;
   ``update_lost``: an id sent but never applied);
@@ -146,6 +149,31 @@ def check_queue(
             )
 
 
+def check_activity_queue(result: Audit, runs: list[WorkflowRun]) -> None:
+    target = f"{chaos.chaos_limited.__module__}.{chaos.chaos_limited.__name__}"
+    spans = [
+        (int(value["start"]), int(value["end"]), str(value["key"]))
+        for value in JournalEntry.objects.filter(
+            run_id__in=[run.pk for run in runs], kind="activity", error__isnull=True, target=target
+        ).values_list("result", flat=True)
+        if isinstance(value, dict)
+    ]
+    result.activity_queue_steps = len(spans)
+    points = sorted([(s, 1, k) for s, _, k in spans] + [(e, 0, k) for _, e, k in spans])
+    inside: set[str] = set()
+    for at, starts, key in points:
+        if starts:
+            inside.add(key)
+        else:
+            inside.discard(key)
+        result.activity_queue_peak = max(result.activity_queue_peak, len(inside))
+        if starts and len(inside) > chaos.ACTIVITY_QUEUE_CONCURRENCY:
+            result.queue_limit_exceeded.append(
+                f"{len(inside)} attempts of {chaos.ACTIVITY_QUEUE} in flight at {at} "
+                f"(concurrency {chaos.ACTIVITY_QUEUE_CONCURRENCY}): {sorted(inside)}"
+            )
+
+
 def check_updates(result: Audit, talks: Iterable[str], finals: dict[str, WorkflowRun]) -> None:
     for workflow_id in sorted(talks):
         run = finals.get(workflow_id)
@@ -253,6 +281,7 @@ def group_runs(runs: Iterable[WorkflowRun]) -> dict[str, list[WorkflowRun]]:
 
 __all__ = [
     "by_name",
+    "check_activity_queue",
     "check_cleanups",
     "check_published",
     "check_queue",

@@ -69,7 +69,7 @@ def test_chaos_soak_loses_nothing_and_never_writes_twice(tmp_path):
     assert audit.atomic_unrecorded == []
     # The newer capabilities happened...
     assert audit.schedule_ticks > 0
-    assert audit.queue_runs > 0
+    assert audit.queue_runs > 0 and audit.activity_queue_steps > 0
     assert audit.updates_sent > 0 and audit.updates_resent > 0
     assert audit.updates_applied == audit.updates_sent
     assert audit.stream_entries > 0

@@ -28,7 +28,9 @@ predict from the input and the harness's actions:
   some twice, and the result lists the ids applied: each must be there once),
   events and a numbered stream (``set_event`` / ``write_stream`` /
   ``close_stream``: every entry present, in order), ``ctx.map`` with
-  ``max_concurrency`` (concurrent branches) and a detached child;
+  ``max_concurrency`` (concurrent branches) over ``chaos_limited``, an
+  activity of the queue ``chaos-aq`` (concurrency 2 across every engine),
+  and a detached child;
 - ``chaos-queued``: started into the queue ``chaos-q`` (``QUEUES``: a
   concurrency and a rate limit the audit checks from the journal);
 - ``chaos-cancel``: a detached child, then a wait the harness cancels with a
@@ -47,6 +49,7 @@ from datetime import timedelta
 from typing import Any
 
 from weft_django import activity, workflow
+from weft_django.clock import wall_ms
 from weft_django.errors import WorkflowCancelled, WorkflowTimeoutError
 
 #: Which engine ran an activity: set in each engine's environment by the harness.
@@ -72,7 +75,13 @@ STARTED = (
 QUEUE = "chaos-q"
 QUEUE_CONCURRENCY = 2
 QUEUE_RATE = (3, 2_000)  # at most 3 admissions in any 2 s
-QUEUES = {QUEUE: {"concurrency": QUEUE_CONCURRENCY, "rate": f"{QUEUE_RATE[0]}/2s"}}
+#: The queue every attempt of ``chaos_limited`` holds a slot of (the talk's ``ctx.map``).
+ACTIVITY_QUEUE = "chaos-aq"
+ACTIVITY_QUEUE_CONCURRENCY = 2
+QUEUES = {
+    QUEUE: {"concurrency": QUEUE_CONCURRENCY, "rate": f"{QUEUE_RATE[0]}/2s"},
+    ACTIVITY_QUEUE: {"concurrency": ACTIVITY_QUEUE_CONCURRENCY},
+}
 #: The schedule the harness creates for the soak's duration, and its period.
 SCHEDULE_ID = "chaos-tick"
 SCHEDULE_EVERY_MS = 1_000
@@ -81,9 +90,10 @@ UPDATES = 3
 #: Numbered entries each ``chaos-talk`` writes to its stream ``nums``.
 STREAM_ENTRIES = 3
 STREAM = "nums"
-#: Branches of the talk's ``ctx.map`` and how many run at once.
+#: Branches of the talk's ``ctx.map`` and how many it runs at once (more than
+#: ``ACTIVITY_QUEUE`` allows across every engine: the queue is what binds).
 MAP_ITEMS = 4
-MAP_CONCURRENCY = 2
+MAP_CONCURRENCY = 3
 
 
 def _record(kind: str, key: str) -> None:
@@ -121,6 +131,17 @@ def chaos_atomic(key: str, seconds: float = 0.0) -> str:
     if seconds:
         time.sleep(seconds)  # the transaction stays open: faults land inside it
     return key
+
+
+@activity(queue=ACTIVITY_QUEUE)
+def chaos_limited(key: str) -> dict[str, Any]:
+    """A step through ``ACTIVITY_QUEUE``; returns the wall-clock interval it ran
+    in. A journaled attempt ran while holding its slot (the slot is released
+    by the commit that journals it, or ends with its claim generation, which
+    then journals nothing), so these intervals are the audit's evidence."""
+    start = wall_ms()
+    time.sleep(0.2)
+    return {"key": key, "start": start, "end": wall_ms()}
 
 
 @activity(atomic=True, retries=5, backoff=timedelta(milliseconds=100))
@@ -246,7 +267,7 @@ def chaos_talk(ctx: Any, data: dict[str, Any]) -> Any:
         ctx.write_stream(STREAM, {"n": n})
         yield ctx.run(chaos_step, f"{key}:p{n}")
     mapped = yield ctx.map(
-        chaos_step, [f"{key}:m{n}" for n in range(MAP_ITEMS)], max_concurrency=MAP_CONCURRENCY
+        chaos_limited, [f"{key}:m{n}" for n in range(MAP_ITEMS)], max_concurrency=MAP_CONCURRENCY
     )
     child = yield ctx.start_child(
         "chaos-leaf",
@@ -258,7 +279,7 @@ def chaos_talk(ctx: Any, data: dict[str, Any]) -> Any:
     yield ctx.wait_until(lambda: len(applied) >= UPDATES, timeout=PATIENCE_S)
     ctx.close_stream(STREAM)
     ctx.set_event("phase", "done")
-    return {"applied": list(applied), "mapped": mapped, "detached": child}
+    return {"applied": list(applied), "mapped": [m["key"] for m in mapped], "detached": child}
 
 
 @workflow(name="chaos-queued")
