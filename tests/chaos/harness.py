@@ -13,7 +13,8 @@ database for the script), and:
    the chaos workflows imported, and its slot label as ``application_name``
    so its backends can be found in ``pg_stat_activity``;
 2. plays the outside world (``Driver``): starts the workflows at a steady
-   rate, sends their signals, completes their async-activity tokens;
+   rate, sends their signals and updates, completes their async-activity
+   tokens, cancels some with a grace, and runs a schedule meanwhile;
 3. lets the injector work through its seeded plan meanwhile;
 4. waits for every workflow to finish, kills every group, and audits
    (``tests.chaos.check``).
@@ -356,8 +357,12 @@ class Driver:
         self.began = time.monotonic()
 
     def close(self) -> None:
-        """Delete the schedule if still there; undo the settings override."""
-        self._stop_schedule()
+        """Delete the schedule if still there; undo the settings override. Never
+        raises: it runs in ``run_chaos``'s ``finally``, maybe after a failure."""
+        try:
+            self._stop_schedule()
+        except Exception:
+            logger.exception("could not delete the schedule %s", chaos_workflows.SCHEDULE_ID)
         if self._settings is not None:
             self._settings.disable()
             self._settings = None
