@@ -39,6 +39,13 @@ Figures (the invariant each protects):
   without its row; ``atomic_unrecorded``: a row whose step the journal does
   not record (an effect that escaped its transaction);
 - ``max_takeover_ms``: the longest time from such a fault to the new epoch.
+
+The newer capabilities' audits (schedule ticks, queue limits, updates,
+events and streams, cancel cleanups, deadlocks in the engine logs) are in
+``tests.chaos.check_capabilities``; their figures are here, in the one
+summary line. ``lost`` covers their outcomes too: a cancelled workflow must
+end ``cancelled``, a detached child and each schedule tick's run
+``completed`` with the result its id determines.
 """
 
 from __future__ import annotations
@@ -47,9 +54,13 @@ import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from django.db.models import Q
+
 from project.demo.models import SideEffect, StockMove
+from tests.chaos import check_capabilities as capabilities
 from tests.chaos.injector import (
     DISABLING,
     DISRUPTIVE,
@@ -61,14 +72,17 @@ from tests.chaos.injector import (
 )
 from tests.chaos.workflows import (
     ATOMIC_KIND,
+    SCHEDULE_ID,
     STEP_KIND,
     chaos_atomic,
     chaos_step,
     expected_result,
+    expected_talk,
 )
 from weft_django.engine.commands import LEAF_KINDS
 from weft_django.models import ClaimEvent, EngineRecord, JournalEntry, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
+from weft_django.schedule_spec import driver_workflow_id
 
 GRANTING = ("acquire", "takeover")
 #: What one takeover batch of the reclaim scan may cost on two busy cores.
@@ -77,6 +91,40 @@ SCAN_MS_PER_CLAIM = 25
 #: renewal or fenced write): an activity it runs this long after its fault is the
 #: fault's doing.
 STALE_AFTER_FAULT_MS = 3_000
+
+
+@dataclass
+class ScheduleWindow:
+    """When the harness's schedule was active: from ``since_ms`` (its row's,
+    engine clock) until ``deleted_ms``."""
+
+    schedule_id: str
+    every_ms: int
+    since_ms: int
+    deleted_ms: int | None = None
+
+
+@dataclass
+class Actions:
+    """What the harness did besides starting workflows (``harness.Driver``)."""
+
+    cancelled: list[str] = field(default_factory=list)
+    updates_sent: int = 0
+    updates_resent: int = 0
+    schedule: ScheduleWindow | None = None
+
+
+#: The capability figures that are broken promises (each a list of offenders).
+CAPABILITY_VIOLATIONS = (
+    "schedule_ticks_twice",
+    "schedule_ticks_missed",
+    "queue_limit_exceeded",
+    "update_applied_twice",
+    "update_lost",
+    "events_lost_or_reordered",
+    "cleanup_twice",
+    "cleanup_missing",
+)
 
 
 @dataclass
@@ -103,6 +151,32 @@ class Audit:
     takeovers: int = 0
     kept_by_returning_holder: int = 0
     journal_entries: int = 0
+    # -- the newer capabilities (``check_capabilities``) -------------------------------
+    detached: int = 0
+    schedule_ticks: int = 0
+    schedule_ticks_twice: list[str] = field(default_factory=list)
+    schedule_ticks_missed: list[str] = field(default_factory=list)
+    queue_runs: int = 0
+    queue_peak: int = 0
+    rate_peak: int = 0
+    activity_queue_steps: int = 0
+    activity_queue_peak: int = 0
+    queue_limit_exceeded: list[str] = field(default_factory=list)
+    updates_sent: int = 0
+    updates_resent: int = 0
+    updates_applied: int = 0
+    update_applied_twice: list[str] = field(default_factory=list)
+    update_lost: list[str] = field(default_factory=list)
+    stream_entries: int = 0
+    events_lost_or_reordered: list[str] = field(default_factory=list)
+    cancels: int = 0
+    cleanup_twice: list[str] = field(default_factory=list)
+    cleanup_missing: list[str] = field(default_factory=list)
+    deadlocks: int = 0
+    deadlock_lines: list[str] = field(default_factory=list)
+    #: ``pg_stat_database.deadlocks`` of the soak's database over the run: every
+    #: deadlock PostgreSQL detected, logged by an engine or not (set by the harness).
+    pg_deadlocks: int = 0
 
     @property
     def violations(self) -> int:
@@ -118,6 +192,9 @@ class Audit:
             + len(self.atomic_double_applied)
             + len(self.atomic_lost)
             + len(self.atomic_unrecorded)
+            + sum(len(getattr(self, name)) for name in CAPABILITY_VIOLATIONS)
+            + self.deadlocks
+            + self.pg_deadlocks
         )
 
     def summary_line(
@@ -142,6 +219,22 @@ class Audit:
             f"stuck_claims={len(self.stuck)} takeovers={self.takeovers} "
             f"kept_by_returning_holder={self.kept_by_returning_holder} "
             f"max_takeover_ms={max(self.takeover_ms, default=0)} "
+            f"detached={self.detached} "
+            f"schedule_ticks={self.schedule_ticks} "
+            f"schedule_ticks_twice={len(self.schedule_ticks_twice)} "
+            f"schedule_ticks_missed={len(self.schedule_ticks_missed)} "
+            f"queue_runs={self.queue_runs} queue_peak={self.queue_peak} "
+            f"rate_peak={self.rate_peak} activity_queue_steps={self.activity_queue_steps} "
+            f"activity_queue_peak={self.activity_queue_peak} "
+            f"queue_limit_exceeded={len(self.queue_limit_exceeded)} "
+            f"updates={self.updates_sent} (resent {self.updates_resent}, applied "
+            f"{self.updates_applied}) update_applied_twice={len(self.update_applied_twice)} "
+            f"update_lost={len(self.update_lost)} "
+            f"stream_entries={self.stream_entries} "
+            f"events_lost_or_reordered={len(self.events_lost_or_reordered)} "
+            f"cancels={self.cancels} cleanup_twice={len(self.cleanup_twice)} "
+            f"cleanup_missing={len(self.cleanup_missing)} "
+            f"deadlocks={self.deadlocks} pg_deadlocks={self.pg_deadlocks} "
             f"duration_s={duration_s:.0f}"
         )
 
@@ -159,6 +252,8 @@ class Audit:
             "atomic_double_applied",
             "atomic_lost",
             "atomic_unrecorded",
+            *CAPABILITY_VIOLATIONS,
+            "deadlock_lines",
             "duplicates_explained",
         ):
             for item in getattr(self, name)[:50]:
@@ -174,23 +269,41 @@ def audit(
     dead: Iterable[str],
     takeover_bound_ms: int,
     grace_ms: int = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * 1_000,
+    actions: Actions | None = None,
+    logs: Path | None = None,
 ) -> Audit:
-    """Audit the runs of ``started`` (workflow id -> (name, key)) and their children."""
+    """Audit the runs of ``started`` (workflow id -> (name, key)), their children,
+    the schedule's runs, and what the harness did to them (``actions``);
+    ``logs``: the engines' log directory, searched for deadlocks."""
+    actions = actions or Actions()
     result = Audit(workflows=len(started), faults=Counter(f.kind for f in faults))
+    result.updates_sent, result.updates_resent = actions.updates_sent, actions.updates_resent
     runs = list(WorkflowRun.objects.filter(workflow_id__startswith="chaos-"))
     result.runs = len(runs)
     events = _events()
-    _check_outcomes(result, started, runs, events)
+    finals = _check_outcomes(result, started, runs, events, actions)
     _check_journal(result, runs, events, grace_ms, _session_ends(faults, engines))
     _check_activities(result, faults, runs)
     _check_atomic(result, runs)
     _check_claims(result, faults, events, set(dead), takeover_bound_ms)
+    talks = capabilities.by_name(started, "chaos-talk")
+    cancels = capabilities.by_name(started, "chaos-cancel")
+    capabilities.check_schedule(result, actions.schedule, runs)
+    capabilities.check_queue(result, capabilities.by_name(started, "chaos-queued"), runs, events)
+    capabilities.check_activity_queue(result, runs)
+    capabilities.check_updates(result, talks, finals)
+    capabilities.check_published(result, talks, cancels, finals)
+    capabilities.check_cleanups(result, actions, started)
+    capabilities.count_deadlocks(result, logs)
     return result
 
 
 def _events() -> dict[str, list[ClaimEvent]]:
+    """The claim events of the chaos workflows and of the schedule's driver (a
+    workflow the engines own like any other: a fault may hit its holder)."""
     grouped: dict[str, list[ClaimEvent]] = defaultdict(list)
-    for event in ClaimEvent.objects.filter(workflow_id__startswith="chaos-").order_by("id"):
+    mine = Q(workflow_id__startswith="chaos-") | Q(workflow_id=driver_workflow_id(SCHEDULE_ID))
+    for event in ClaimEvent.objects.filter(mine).order_by("id"):
         grouped[event.workflow_id].append(event)
     return grouped
 
@@ -203,21 +316,45 @@ def _check_outcomes(
     started: dict[str, tuple[str, str]],
     runs: list[WorkflowRun],
     events: dict[str, list[ClaimEvent]],
-) -> None:
-    by_id: dict[str, list[WorkflowRun]] = defaultdict(list)
-    for run in runs:
-        by_id[run.workflow_id].append(run)
-    for workflow_id, (name, key) in sorted(started.items()):
+    actions: Actions,
+) -> dict[str, WorkflowRun]:
+    """Each expected workflow's final run has the status and result its input and
+    the harness's actions determine; returns workflow id -> final run."""
+    by_id = capabilities.group_runs(runs)
+    detached = capabilities.detached_children(started)
+    result.detached = len(detached)
+    expected = {**started, **detached}
+    ticks = [w for w in by_id if w.startswith(f"{SCHEDULE_ID}@")]
+    cancelled = set(actions.cancelled)
+    finals_of: dict[str, WorkflowRun] = {}
+    for workflow_id in sorted([*expected, *ticks]):
         mine = by_id.get(workflow_id, [])
         continued = {run.continued_from_id for run in mine if run.continued_from_id}
         finals = [run for run in mine if run.pk not in continued]
         if len(finals) != 1:
             result.lost.append(f"{workflow_id}: {len(finals)} final runs of {len(mine)}")
             continue
-        final = finals[0]
+        final = finals_of[workflow_id] = finals[0]
+        name, key = expected.get(workflow_id, ("chaos-ticked", ""))
+        if name == "chaos-cancel":
+            if workflow_id not in cancelled:
+                result.lost.append(f"{workflow_id}: never cancelled ({final.status})")
+            elif final.status != "cancelled" or (final.error or {}).get("type") != "Cancelled":
+                result.lost.append(f"{workflow_id}: {final.status} {final.error}, not cancelled")
+            continue
         if final.status != "completed":
             result.lost.append(f"{workflow_id}: {final.status} {final.error}")
-        elif final.result != expected_result(name, key):
+            continue
+        got: Any = final.result
+        if name == "chaos-ticked":
+            want: Any = f"{workflow_id}:tick"
+        elif name == "chaos-talk":
+            want = expected_talk(workflow_id, key)
+            if isinstance(got, dict) and isinstance(got.get("applied"), list):
+                got = {**got, "applied": sorted(got["applied"])}
+        else:
+            want = expected_result(name, key)
+        if got != want:
             result.lost.append(f"{workflow_id}: wrong result {final.result!r}")
     for workflow_id, mine in by_id.items():
         # Terminal commits fold a release whose reason is the terminal status;
@@ -233,6 +370,7 @@ def _check_outcomes(
         live = [run.status for run in mine if not run.is_terminal]
         if live and workflow_id not in started:
             result.lost.append(f"{workflow_id} (a child): left {live}")
+    return finals_of
 
 
 def _session_ends(faults: list[FaultRecord], engines: dict[str, str]) -> dict[str, int]:

@@ -13,7 +13,8 @@ database for the script), and:
    the chaos workflows imported, and its slot label as ``application_name``
    so its backends can be found in ``pg_stat_activity``;
 2. plays the outside world (``Driver``): starts the workflows at a steady
-   rate, sends their signals, completes their async-activity tokens;
+   rate, sends their signals and updates, completes their async-activity
+   tokens, cancels some with a grace, and runs a schedule meanwhile;
 3. lets the injector work through its seeded plan meanwhile;
 4. waits for every workflow to finish, kills every group, and audits
    (``tests.chaos.check``).
@@ -31,12 +32,14 @@ driver step (a start or a signal popped from its plan) is lost to the outage.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
@@ -47,7 +50,7 @@ import tests.chaos.workflows as chaos_workflows
 from devtools.procs import ChildGroup, wait_for
 from project.demo.models import StockMove
 from tests.celery.conftest import CeleryWorker
-from tests.chaos.check import Audit, audit
+from tests.chaos.check import Actions, Audit, ScheduleWindow, audit
 from tests.chaos.injector import (
     HOLDABLE,
     FaultKind,
@@ -61,14 +64,21 @@ from tests.chaos.services import PrivatePostgres, PrivateRabbit, PrivateRedis
 from tests.chaos.stepclock import CLOCK_FILE_ENV, write_offset
 from tests.engines.harness import CHILD_RENEW_INTERVAL_MS, CHILD_TTL_MS, GRACE_MS, Worker
 from weft_django import client
-from weft_django.errors import AsyncActivityTokenError
-from weft_django.models import LIVE_STATUSES, EngineRecord, WorkflowClaim, WorkflowRun
+from weft_django.clock import now_ms
+from weft_django.errors import AsyncActivityTokenError, ScheduleNotFound
+from weft_django.models import (
+    LIVE_STATUSES,
+    EngineRecord,
+    WorkflowClaim,
+    WorkflowEvent,
+    WorkflowRun,
+)
+from weft_django.schedule_models import Schedule
 
 logger = logging.getLogger("tests.chaos")
 
 #: ``stepclock`` first: it gives the engines built afterwards the steppable clock.
 IMPORTS = ("tests.chaos.stepclock", "tests.chaos.workflows")
-NAMES = ("chaos-tour", "chaos-chain", "chaos-fan")
 BOOT_TIMEOUT_S = 90.0  # hang protection only
 #: One maintenance scan: a Celery node scans every renew interval (a
 #: standalone engine every POLL_INTERVAL, 0.2 s).
@@ -211,6 +221,7 @@ class Cluster:
             "DATABASE_URL": url,
             chaos_workflows.ENGINE_ENV: label,
             CLOCK_FILE_ENV: str(self.clock_file(label)),
+            "WEFT_QUEUES": json.dumps(chaos_workflows.QUEUES),
         }
 
     def clock_file(self, label: str) -> Path:
@@ -399,7 +410,19 @@ class Cluster:
 
 
 class Driver:
-    """Starts the workflows and plays their part: signals and token completions."""
+    """Starts the workflows and plays the outside world's part: signals, token
+    completions, updates (some sent twice with the same id), cancels with a
+    grace, and the schedule ``chaos-tick`` (created at ``begin``, deleted once
+    every workflow is started: ``started_all`` is false until then).
+
+    Its actions are what the audit predicts outcomes from, so each is kept:
+    ``keys`` (what was started) and ``actions`` (``check.Actions``: the
+    cancels, the updates sent and repeated, the schedule's active window)."""
+
+    #: Seconds a cancelled ``chaos-cancel`` has to clean up (faults included).
+    CANCEL_GRACE_S = 120.0
+    #: Queued workflows start in bursts of this many, so the queue's limits bind.
+    QUEUE_BURST = 5
 
     def __init__(self, config: ChaosConfig) -> None:
         self.config = config
@@ -407,31 +430,94 @@ class Driver:
         window = config.start_window_s
         if window is None:
             window = max(5.0, config.faults * (Cluster.disabled_ms / 1000 + 2.0) * 0.6)
-        self.plan = sorted((round(rng.uniform(0, window), 3), i) for i in range(config.workflows))
+        times = {i: round(rng.uniform(0, window), 3) for i in range(config.workflows)}
+        queued = [i for i in times if self._name(i) == "chaos-queued"]
+        for n in range(0, len(queued), self.QUEUE_BURST):
+            burst = queued[n : n + self.QUEUE_BURST]
+            at = min(times[i] for i in burst)
+            times.update(dict.fromkeys(burst, at))
+        self.plan = sorted((at, i) for i, at in times.items())
         self.keys: dict[str, tuple[str, str]] = {}  # workflow id -> (name, key)
-        self.later: list[tuple[float, str, str, Any]] = []  # (at, workflow id, signal, payload)
+        #: (at, workflow id, kind, name, payload): kind "signal" or "update"
+        self.later: list[tuple[float, str, str, str, Any]] = []
         self.tokens_done: set[str] = set()
+        self.to_cancel: list[str] = []
+        self.actions = Actions()
+        self._sent: set[str] = set()
+        self._settings: Any = None
         self.began = 0.0
 
+    @staticmethod
+    def _name(i: int) -> str:
+        return chaos_workflows.STARTED[i % len(chaos_workflows.STARTED)]
+
     def begin(self) -> None:
+        """Declare the chaos queue in this process (the engines get it in their
+        environment) and create the schedule; the clock starts."""
+        from django.conf import settings
+        from django.test import override_settings
+
+        self._settings = override_settings(
+            WEFT={**getattr(settings, "WEFT", {}), "QUEUES": chaos_workflows.QUEUES}
+        )
+        self._settings.enable()
+        client.create_schedule(
+            chaos_workflows.SCHEDULE_ID,
+            "chaos-ticked",
+            {},
+            every=timedelta(milliseconds=chaos_workflows.SCHEDULE_EVERY_MS),
+            overlap="allow",
+        )
+        row = Schedule.objects.get(pk=chaos_workflows.SCHEDULE_ID)
+        self.actions.schedule = ScheduleWindow(
+            chaos_workflows.SCHEDULE_ID, chaos_workflows.SCHEDULE_EVERY_MS, row.since_ms
+        )
         self.began = time.monotonic()
 
+    def close(self) -> None:
+        """Delete the schedule if still there; undo the settings override. Never
+        raises: it runs in ``run_chaos``'s ``finally``, maybe after a failure."""
+        try:
+            self._stop_schedule()
+        except Exception:
+            logger.exception("could not delete the schedule %s", chaos_workflows.SCHEDULE_ID)
+        if self._settings is not None:
+            self._settings.disable()
+            self._settings = None
+
     def started_all(self) -> bool:
-        return not self.plan
+        return not self.plan and not self.to_cancel and not self.later and self._schedule_done()
+
+    def _schedule_done(self) -> bool:
+        window = self.actions.schedule
+        return window is None or window.deleted_ms is not None
+
+    def _stop_schedule(self) -> None:
+        window = self.actions.schedule
+        if window is not None and window.deleted_ms is None:
+            with contextlib.suppress(ScheduleNotFound):
+                client.delete_schedule(window.schedule_id)
+            window.deleted_ms = now_ms()
 
     def pump(self) -> None:
         now = time.monotonic() - self.began
         while self.plan and self.plan[0][0] <= now:
             _, i = self.plan.pop(0)
             self._start(i, now)
+        if not self.plan:
+            self._stop_schedule()
         due = [item for item in self.later if item[0] <= now]
         self.later = [item for item in self.later if item[0] > now]
-        for _, workflow_id, name, payload in due:
-            client.signal(workflow_id, name, payload)
+        for _, workflow_id, kind, name, payload in due:
+            if kind == "signal":
+                client.signal(workflow_id, name, payload)
+            else:
+                self._update(workflow_id, payload)
+        self._cancel_armed()
         self._complete_tokens()
 
     def _start(self, i: int, now: float) -> None:
-        name = NAMES[i % len(NAMES)]
+        name = self._name(i)
         key = f"w{i:04d}"
         workflow_id = f"chaos-{i:04d}"
         data: dict[str, Any] = {"key": key}
@@ -441,9 +527,20 @@ class Driver:
             data.update(steps=3, slow=0.3, sleep=0.2)
         if name in ("chaos-chain", "chaos-fan") and chaos_workflows.uses_atomic(key):
             data["atomic"] = True
-        client.start(name, data, workflow_id=workflow_id)
+        queue = chaos_workflows.QUEUE if name == "chaos-queued" else None
+        client.start(name, data, workflow_id=workflow_id, queue=queue)
         self.keys[workflow_id] = (name, key)
-        if name == "chaos-chain":
+        if name == "chaos-cancel":
+            self.to_cancel.append(workflow_id)
+        if name == "chaos-talk":
+            # Each id once, two of them again shortly after (the run cannot end
+            # before the last id is applied, so the repeat meets a live run).
+            ids = chaos_workflows.update_ids(workflow_id)
+            sends = [(0.5, ids[0]), (0.8, ids[0]), (1.1, ids[1]), (1.25, ids[1])]
+            sends += [(1.4 + 0.3 * n, uid) for n, uid in enumerate(ids[2:])]
+            for delay, uid in sends:
+                self.later.append((now + delay, workflow_id, "update", "add", uid))
+        if name not in ("chaos-tour", "chaos-fan"):
             return
         signals: list[tuple[str, Any]] = [("go", key)]
         if name == "chaos-tour":
@@ -451,7 +548,42 @@ class Driver:
         # Half buffered before the wait, half sent later (usually to a parked run).
         delay = 0.0 if i % 2 == 0 else 1.5
         for n, (signal_name, payload) in enumerate(signals):
-            self.later.append((now + delay + 0.3 * n, workflow_id, signal_name, payload))
+            self.later.append((now + delay + 0.3 * n, workflow_id, "signal", signal_name, payload))
+
+    def _update(self, workflow_id: str, update_id: str) -> None:
+        """Submit only (``timeout=0``: the pump never blocks): a repeated id must
+        not be applied again."""
+        from weft_django.errors import WorkflowTimeoutError
+
+        repeat = update_id in self._sent
+        with contextlib.suppress(WorkflowTimeoutError):
+            client.update(workflow_id, "add", update_id, update_id=update_id, timeout=0)
+        if repeat:
+            self.actions.updates_resent += 1
+        else:
+            self._sent.add(update_id)
+            self.actions.updates_sent += 1
+
+    def _cancel_armed(self) -> None:
+        """Cancel (with a grace) each ``chaos-cancel`` once it published ``armed``:
+        it then waits inside its ``try``, so its cleanup must run exactly once."""
+        if not self.to_cancel:
+            return
+        ended = set(
+            WorkflowRun.objects.filter(workflow_id__in=self.to_cancel)
+            .exclude(status__in=LIVE_STATUSES)
+            .values_list("workflow_id", flat=True)
+        )
+        self.to_cancel = [w for w in self.to_cancel if w not in ended]  # the audit says why
+        armed = set(
+            WorkflowEvent.objects.filter(
+                run__workflow_id__in=self.to_cancel, key="armed"
+            ).values_list("run__workflow_id", flat=True)
+        )
+        for workflow_id in [w for w in self.to_cancel if w in armed]:
+            client.cancel(workflow_id, "chaos cancel", grace=self.CANCEL_GRACE_S)
+            self.to_cancel.remove(workflow_id)
+            self.actions.cancelled.append(workflow_id)
 
     def _complete_tokens(self) -> None:
         from project.demo.models import SideEffect
@@ -510,6 +642,15 @@ def clean_broker(broker: str) -> None:
         redis.Redis.from_url(broker).flushdb()
 
 
+def database_deadlocks() -> int:
+    """PostgreSQL's count of deadlocks detected in this database (``pg_stat_database``):
+    the audit's independent evidence, whether or not an engine logged the error."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
 def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None) -> ChaosResult:
     """Boot, drive, inject, drain, audit. Kills every engine before returning."""
     from celery import Celery
@@ -532,11 +673,12 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
     )
     seen = [0]  # the database generation of this thread's connection
     began = time.monotonic()
+    driver = Driver(config)
     try:
         cluster.start()
         say(f"booted {', '.join(s.engine_id for s in cluster.slots.values())}")
-        driver = Driver(config)
         with cluster.harness_db(seen):
+            deadlocks_before = retrying(database_deadlocks)
             driver.begin()
         injector.start()
         deadline = time.monotonic() + config.drain_timeout_s
@@ -566,6 +708,7 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
         time.sleep(0.5)
         duration = time.monotonic() - began
     finally:
+        driver.close()
         injector.join(timeout=60)
         cluster.stop()
         uninstall()
@@ -579,8 +722,11 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
                 cluster.engine_ids(),
                 dead={e for s in cluster.slots.values() for e in s.dead_engine_ids},
                 takeover_bound_ms=Cluster.takeover_bound_ms + TOLERANCE_MS,
+                actions=driver.actions,
+                logs=config.logs,
             )
         )
+        result.pg_deadlocks = retrying(database_deadlocks) - deadlocks_before
     line = result.summary_line(
         engines=config.engines,
         celery=config.celery,

@@ -15,9 +15,16 @@ Asserted from the child's audit (``--json``; ``tests.chaos.check``, from
 durable records only): nothing lost, no journal position written twice, no
 write by a non-holder, no early takeover, no stuck claim, every duplicate
 activity execution explained by a fault on the engine that ran it, every
-atomic step applied exactly once. The figures are printed (``-s``); no
-duration is asserted. ``processes`` tier (needs PostgreSQL's binaries and
-redis-server, as CI's machine has them).
+atomic step applied exactly once. The workload also covers the newer
+capabilities (issue #21), each asserted to have happened and to have kept its
+promise: a schedule ticking every second (each tick fired once, none missed),
+a queue with a concurrency and a rate limit (never exceeded, from the
+journal), updates sent with ids, some twice (each applied once), a published
+event and stream (nothing lost or reordered), detached children, cancels with
+a grace (cleanup exactly once); and no deadlock, neither in the engine logs
+nor in PostgreSQL's own count (``pg_stat_database.deadlocks``). The figures
+are printed (``-s``); no duration is asserted. ``processes`` tier (needs
+PostgreSQL's binaries and redis-server, as CI's machine has them).
 """
 
 from __future__ import annotations
@@ -84,5 +91,27 @@ def test_chaos_soak_loses_nothing_and_never_writes_twice(tmp_path):
     ):
         assert audit[name] == [], (name, audit[name])
     assert audit["atomic_steps"] > 0
+    # The newer capabilities happened ...
+    assert audit["schedule_ticks"] > 0
+    assert audit["queue_runs"] > 0 and audit["activity_queue_steps"] > 0
+    assert audit["updates_sent"] > 0 and audit["updates_resent"] > 0
+    assert audit["updates_applied"] == audit["updates_sent"]
+    assert audit["stream_entries"] > 0
+    assert audit["detached"] > 0
+    assert audit["cancels"] > 0
+    # ... and kept their promises.
+    for name in (
+        "schedule_ticks_twice",
+        "schedule_ticks_missed",
+        "queue_limit_exceeded",
+        "update_applied_twice",
+        "update_lost",
+        "events_lost_or_reordered",
+        "cleanup_twice",
+        "cleanup_missing",
+    ):
+        assert audit[name] == [], (name, audit[name])
+    assert audit["deadlocks"] == 0, audit["deadlock_lines"][:5]
+    assert audit["pg_deadlocks"] == 0
     assert result["violations"] == 0
     assert done.returncode == 0, done.stdout

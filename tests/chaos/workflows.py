@@ -20,6 +20,25 @@ The atomic step (``chaos_atomic``, ``@activity(atomic=True)``) is the
 opposite promise: its ``StockMove`` row (kind ``chaos-atomic``, keyed by the
 step in ``workflow_id``) commits with its journal entry, so the audit
 allows no duplicate at all (``atomic_double_applied``), whatever the faults.
+
+The capabilities added since (issue #21), each with an outcome the audit can
+predict from the input and the harness's actions:
+
+- ``chaos-talk``: updates (``ctx.on_update``; the harness sends each id,
+  some twice, and the result lists the ids applied: each must be there once),
+  events and a numbered stream (``set_event`` / ``write_stream`` /
+  ``close_stream``: every entry present, in order), ``ctx.map`` with
+  ``max_concurrency`` (concurrent branches) over ``chaos_limited``, an
+  activity of the queue ``chaos-aq`` (concurrency 2 across every engine),
+  and a detached child;
+- ``chaos-queued``: started into the queue ``chaos-q`` (``QUEUES``: a
+  concurrency and a rate limit the audit checks from the journal);
+- ``chaos-cancel``: a detached child, then a wait the harness cancels with a
+  grace once the ``armed`` event is published: its cleanup is an atomic
+  step (``chaos_cleanup``, a ``chaos-cleanup`` ``StockMove``), so "ran
+  exactly once" is checkable, and the detached child must still complete;
+- ``chaos-ticked``: the workflow of the schedule ``chaos-tick`` the harness
+  creates (every second, ``overlap="allow"``): one run per tick.
 """
 
 from __future__ import annotations
@@ -30,7 +49,8 @@ from datetime import timedelta
 from typing import Any
 
 from weft_django import activity, workflow
-from weft_django.errors import WorkflowTimeoutError
+from weft_django.clock import wall_ms
+from weft_django.errors import WorkflowCancelled, WorkflowTimeoutError
 
 #: Which engine ran an activity: set in each engine's environment by the harness.
 ENGINE_ENV = "WEFT_CHAOS_ENGINE"
@@ -40,6 +60,40 @@ STEP_KIND = "chaos"
 FLAKY_KIND = "chaos-flaky"
 TOKEN_KIND = "chaos-token"
 ATOMIC_KIND = "chaos-atomic"
+CLEANUP_KIND = "chaos-cleanup"
+
+#: The workflows the harness starts, in turn (workflow ``i`` runs ``STARTED[i % 6]``).
+STARTED = (
+    "chaos-tour",
+    "chaos-chain",
+    "chaos-fan",
+    "chaos-talk",
+    "chaos-queued",
+    "chaos-cancel",
+)
+#: The declared queue of ``chaos-queued`` and its limits (the audit reads these).
+QUEUE = "chaos-q"
+QUEUE_CONCURRENCY = 2
+QUEUE_RATE = (3, 2_000)  # at most 3 admissions in any 2 s
+#: The queue every attempt of ``chaos_limited`` holds a slot of (the talk's ``ctx.map``).
+ACTIVITY_QUEUE = "chaos-aq"
+ACTIVITY_QUEUE_CONCURRENCY = 2
+QUEUES = {
+    QUEUE: {"concurrency": QUEUE_CONCURRENCY, "rate": f"{QUEUE_RATE[0]}/2s"},
+    ACTIVITY_QUEUE: {"concurrency": ACTIVITY_QUEUE_CONCURRENCY},
+}
+#: The schedule the harness creates for the soak's duration, and its period.
+SCHEDULE_ID = "chaos-tick"
+SCHEDULE_EVERY_MS = 1_000
+#: Updates the harness sends each ``chaos-talk`` (ids ``<workflow id>:u<n>``).
+UPDATES = 3
+#: Numbered entries each ``chaos-talk`` writes to its stream ``nums``.
+STREAM_ENTRIES = 3
+STREAM = "nums"
+#: Branches of the talk's ``ctx.map`` and how many it runs at once (more than
+#: ``ACTIVITY_QUEUE`` allows across every engine: the queue is what binds).
+MAP_ITEMS = 4
+MAP_CONCURRENCY = 3
 
 
 def _record(kind: str, key: str) -> None:
@@ -77,6 +131,26 @@ def chaos_atomic(key: str, seconds: float = 0.0) -> str:
     if seconds:
         time.sleep(seconds)  # the transaction stays open: faults land inside it
     return key
+
+
+@activity(queue=ACTIVITY_QUEUE)
+def chaos_limited(key: str) -> dict[str, Any]:
+    """A step through ``ACTIVITY_QUEUE``; returns the wall-clock interval it ran
+    in. A journaled attempt ran while holding its slot (the slot is released
+    by the commit that journals it, or ends with its claim generation, which
+    then journals nothing), so these intervals are the audit's evidence."""
+    start = wall_ms()
+    time.sleep(0.2)
+    return {"key": key, "start": start, "end": wall_ms()}
+
+
+@activity(atomic=True, retries=5, backoff=timedelta(milliseconds=100))
+def chaos_cleanup(key: str) -> str:
+    """A cancelled workflow's cleanup: atomic, so the audit can demand exactly once."""
+    from project.demo.models import StockMove
+
+    StockMove.objects.create(sku="chaos", workflow_id=key, kind=CLEANUP_KIND, delta=-1)
+    return f"{key}:cleanup"
 
 
 @activity()
@@ -164,6 +238,87 @@ def chaos_fan(ctx: Any, data: dict[str, Any]) -> Any:
     return {"kids": kids, "go": go, "flaky": flaky}
 
 
+def detached_id(workflow_id: str) -> str:
+    """The workflow id of the detached child a talk or a cancel starts."""
+    return f"{workflow_id}-det"
+
+
+def update_ids(workflow_id: str) -> list[str]:
+    return [f"{workflow_id}:u{n}" for n in range(UPDATES)]
+
+
+@workflow(name="chaos-talk")
+def chaos_talk(ctx: Any, data: dict[str, Any]) -> Any:
+    """Updates, an event, a numbered stream, a bounded ``ctx.map``, a detached child."""
+    key = data["key"]
+    applied: list[str] = []
+
+    def add(update_id: str) -> int:
+        applied.append(update_id)
+        return len(applied)
+
+    def check(update_id: Any) -> None:
+        if not isinstance(update_id, str):
+            raise ValueError(f"an update id is a string, got {update_id!r}")
+
+    ctx.on_update("add", add, validator=check)
+    ctx.set_event("phase", "started")
+    for n in range(STREAM_ENTRIES):
+        ctx.write_stream(STREAM, {"n": n})
+        yield ctx.run(chaos_step, f"{key}:p{n}")
+    mapped = yield ctx.map(
+        chaos_limited, [f"{key}:m{n}" for n in range(MAP_ITEMS)], max_concurrency=MAP_CONCURRENCY
+    )
+    child = yield ctx.start_child(
+        "chaos-leaf",
+        {"key": key, "n": "det"},
+        workflow_id=detached_id(ctx.workflow_id),
+        detached=True,
+    )
+    ctx.set_event("phase", "waiting")
+    yield ctx.wait_until(lambda: len(applied) >= UPDATES, timeout=PATIENCE_S)
+    ctx.close_stream(STREAM)
+    ctx.set_event("phase", "done")
+    return {"applied": list(applied), "mapped": [m["key"] for m in mapped], "detached": child}
+
+
+@workflow(name="chaos-queued")
+def chaos_queued(ctx: Any, data: dict[str, Any]) -> Any:
+    """A short run through ``QUEUE`` (started with ``queue=QUEUE``): its journal
+    entries, all written while it holds its slot, are the audit's evidence."""
+    key = data["key"]
+    first = yield ctx.run(chaos_step, f"{key}:q0", 0.3)
+    yield ctx.sleep(0.1)
+    second = yield ctx.run(chaos_step, f"{key}:q1", 0.1)
+    return [first, second]
+
+
+@workflow(name="chaos-cancel")
+def chaos_cancel(ctx: Any, data: dict[str, Any]) -> Any:
+    """Cancelled by the harness at its last wait (after ``armed``): cleans up once."""
+    key = data["key"]
+    yield ctx.run(chaos_step, f"{key}:c")
+    yield ctx.start_child(
+        "chaos-leaf",
+        {"key": key, "n": "det"},
+        workflow_id=detached_id(ctx.workflow_id),
+        detached=True,
+    )
+    ctx.set_event("armed", True)
+    try:
+        yield ctx.wait_for_signal("never", timeout=PATIENCE_S)
+    except WorkflowCancelled:
+        yield ctx.run(chaos_cleanup, key)
+        raise
+    return "not cancelled"
+
+
+@workflow(name="chaos-ticked")
+def chaos_ticked(ctx: Any, data: Any) -> Any:
+    """One run per tick of the schedule ``SCHEDULE_ID``; its step is keyed by its id."""
+    return (yield ctx.run(chaos_step, f"{ctx.workflow_id}:tick"))
+
+
 def expected_result(name: str, key: str) -> Any:
     """What a run of ``name`` for ``key`` returns once the harness played its part
     (the final run's result, for a tour that continued as new)."""
@@ -194,7 +349,20 @@ def expected_result(name: str, key: str) -> Any:
         if atomic:
             fan["atomic"] = [f"{key}:atomic0", f"{key}:atomic1"]
         return fan
+    if name == "chaos-leaf":  # a detached child, audited as a workflow of its own
+        return f"{key}:leafdet"
+    if name == "chaos-queued":
+        return [f"{key}:q0", f"{key}:q1"]
     raise ValueError(name)
+
+
+def expected_talk(workflow_id: str, key: str) -> dict[str, Any]:
+    """A talk's result, its ``applied`` ids sorted (they land in any order)."""
+    return {
+        "applied": sorted(update_ids(workflow_id)),
+        "mapped": [f"{key}:m{n}" for n in range(MAP_ITEMS)],
+        "detached": detached_id(workflow_id),
+    }
 
 
 def uses_atomic(key: str) -> bool:

@@ -116,6 +116,44 @@ def test_a_stale_holder_goes_to_the_one_at_a_time_pickup(clock: ManualClock) -> 
         engine.dispose(grace=0)
 
 
+def test_claims_are_tracked_only_once_the_batch_is_durable(
+    clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A renewal pass on another connection right when a claim is tracked must
+    find it committed. Tracked inside the batch's still-open transaction, the
+    pass cannot see the acquire, reads the claim as lost and the engine forgets
+    a claim it durably holds (then takes it over from itself once it expired,
+    running the in-flight activity again: the chaos soak, issue #21)."""
+    engine = Engine("engine-a", clock=clock).boot()
+    registry = engine.registry
+    assert registry is not None
+    track = registry.record_folded_acquire
+    outcomes: list[str] = []
+
+    def renew_elsewhere() -> None:
+        try:
+            outcomes.extend(o.status for o in registry.renew_all())
+        finally:
+            connections.close_all()
+
+    def track_then_renew(fold: object) -> None:
+        track(fold)  # type: ignore[arg-type]
+        renewal = threading.Thread(target=renew_elsewhere)
+        renewal.start()
+        renewal.join(30)
+
+    monkeypatch.setattr(registry, "record_folded_acquire", track_then_renew)
+    try:
+        runs = _pending(2, "tr")
+        got = pick_up_batch(engine, 10)
+        assert len(got.picked) == 2
+        assert outcomes and "lost" not in outcomes, outcomes
+        for run in runs:
+            assert registry.current_epoch(run.workflow_id) == 1
+    finally:
+        engine.dispose(grace=0)
+
+
 def test_a_batch_takes_no_more_than_its_limit(clock: ManualClock) -> None:
     engine = Engine("engine-a", clock=clock).boot()
     try:

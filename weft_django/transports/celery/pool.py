@@ -34,6 +34,7 @@ from django.db.models import Min
 from weft_django.clock import wall_ms
 from weft_django.engine import Engine
 from weft_django.engine.db_connections import mark_engine_thread
+from weft_django.engine.queues import admit_pending
 from weft_django.engine.records import add_counters
 from weft_django.engine.turn_failures import record_turn_failure
 from weft_django.models import Timer, WorkflowRun
@@ -358,6 +359,15 @@ def run_pickup(
             if run.start_at - now > EARLY_TIMER_MS:
                 return TaskOutcome("not-due", wid)
             _wait_until_due(run.start_at, now)
+        if run.queue is not None and run.queue in engine.settings.queues:
+            # A run of a declared queue is admitted with a slot, under the queue's
+            # lock, count and rate (``engine.queues``), never picked up directly:
+            # a direct pickup would be re-admitted at its first turn's gate, which
+            # checks the concurrency but (a re-admission being no new start) not
+            # the rate. Admit what the queue has room for, as the node's scan does.
+            for handoff in admit_pending(engine, 1):
+                engine.dispatch_handoff(handoff)
+            return TaskOutcome("queued", wid)
         key = str(run.pk)
         if not state.driving.enter(key):
             return TaskOutcome("busy", wid)
