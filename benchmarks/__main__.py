@@ -30,7 +30,8 @@ BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", 
 #: ``queues``: start -> complete through a queue against no queue (issue #16).
 #: ``replay_check``: live runs/s the deploy gate replays (issue #20).
 #: ``bulk``: runs/s of cancel_many / retry_many by filter (issue #20).
-EXTRA = ("memory", "updates", "events", "queues", "replay_check", "bulk")
+#: ``scale``: eight operations at 100,000 parked workflows against 1,000 (issue #21).
+EXTRA = ("memory", "updates", "events", "queues", "replay_check", "bulk", "scale")
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

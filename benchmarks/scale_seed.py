@@ -1,4 +1,4 @@
-"""Set-based seeding of a large parked history (``benchmarks.scale``, ``tests/db/test_query_plans``).
+"""Set-based seeding of a parked history (``benchmarks.scale``, ``tests/db/test_query_plans``).
 
 Why SQL and not the engine: 100,000 parked workflows through real turns
 would take hours; ``INSERT … SELECT … FROM generate_series`` writes them in
@@ -50,9 +50,10 @@ class SeedShape:
 
     def holder_sql(self) -> str:
         """SQL expression (over ``g``) of the engine holding workflow ``g``'s claim."""
+        others = int(self.other_engines)
         return (
             f"CASE WHEN g <= {int(self.held)} THEN '{MEASURED_ENGINE}' "
-            f"ELSE 'scale-engine-' || lpad((1 + mod(g, {int(self.other_engines)}))::text, 2, '0') END"
+            f"ELSE 'scale-engine-' || lpad((1 + mod(g, {others}))::text, 2, '0') END"
         )
 
     def engine_ids(self) -> list[str]:
