@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from weft_django.choices import (
     CLAIM_EVENT_KINDS,
@@ -308,6 +308,13 @@ class WorkflowRun(models.Model):
                 fields=["cancel_deadline_at"],
                 condition=Q(cancel_deadline_at__isnull=False, status__in=LIVE_STATUSES),
                 name="weft_run_live_cancel_idx",
+            ),
+            # The parked runs a wake is waiting for (``wake_seq > parked_seq``):
+            # few at any moment, looked for by every maintenance pass.
+            models.Index(
+                fields=["workflow_id"],
+                condition=Q(status="parked", wake_seq__gt=F("parked_seq")),
+                name="weft_run_woken_idx",
             ),
             models.Index(
                 fields=["turn_retry_at"],
