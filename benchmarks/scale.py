@@ -25,7 +25,7 @@ repetitions (in-process, one connection, warmed up once):
   logged-in superuser); ``admin_run_page``: the admin page of the run with
   the long journal;
 - ``api_list``: ``GET /api/weft/workflows/?status=parked&name=bench-sleeper
-  &page=2&page_size=50``;
+  &page=2&page_size=50`` (smaller pages below 200 workflows);
 - ``metrics``: ``GET /metrics`` (the cluster collector);
 - ``weft_status``: ``call_command("weft_status", "--json")``.
 
@@ -56,7 +56,12 @@ OPERATIONS = (
     "metrics",
     "weft_status",
 )
-API_QUERY = "?status=parked&name=bench-sleeper&page=2&page_size=50"
+#: Page 2 of the sleepers (half the runs); ``page_size`` shrinks for toy histories.
+API_QUERY = "?status=parked&name=bench-sleeper&page=2&page_size={size}"
+
+
+def api_query(small: int) -> str:
+    return API_QUERY.format(size=max(1, min(50, small // 4)))
 
 
 def _shape(small: int) -> SeedShape:
@@ -67,13 +72,14 @@ def _shape(small: int) -> SeedShape:
 class Bench:
     """The seeded database, the engines and the logged-in client of one run."""
 
-    def __init__(self, shape: SeedShape) -> None:
+    def __init__(self, shape: SeedShape, small: int = 1_000) -> None:
         from django.contrib.auth import get_user_model
         from django.test import Client
 
         from weft_django.engine import Engine
 
         self.shape = shape
+        self.api_query = api_query(small)
         self.engine = Engine(MEASURED_ENGINE).boot()
         self.picker = Engine("scale-picker").boot()
         user_model = get_user_model()
@@ -170,7 +176,7 @@ class Bench:
     def api_list(self) -> int:
         from django.urls import reverse
 
-        return self._get(reverse("weft:workflow-list") + API_QUERY)
+        return self._get(reverse("weft:workflow-list") + self.api_query)
 
     def metrics(self) -> int:
         return self._get("/metrics")
@@ -276,7 +282,7 @@ def run(
             seeding[label] = stats.rnd(time.perf_counter() - t0, 2)
             print(f"# seeded {label}: {seeding[label]} s", file=sys.stderr, flush=True)
             if bench is None:
-                bench = Bench(shape)
+                bench = Bench(shape, n_small)
             histories[label] = {"rows": _counts(), "operations": measure(bench, reps)}
     finally:
         if bench is not None:
@@ -324,7 +330,7 @@ def run(
             "journal_per_run": shape.journal_per_run,
             "long_journal": shape.long_journal,
             "pickup_batch": PICKUP,
-            "api_query": API_QUERY,
+            "api_query": api_query(n_small),
             "timing": "wall clock, in-process, one connection; warm-up then the median",
             "database": url,
         },

@@ -119,7 +119,7 @@ class IndexedValuesFilter(admin.AllValuesFieldListFilter):
     ) -> None:
         super().__init__(field, request, params, model, model_admin, field_path)
         using = model_admin.get_queryset(request).db
-        self.lookup_choices = distinct_values(model, field_path, using)
+        self.lookup_choices = distinct_values(model, field_path, using)  # type: ignore[assignment]
 
 
 class CancelRequestedFilter(admin.SimpleListFilter):

@@ -16,6 +16,8 @@ from typing import Any
 from django.db import connections
 from django.db.models import Model
 
+from weft_django.db.counting import column_name
+
 #: Values a filter lists at most.
 DISTINCT_LIMIT = 200
 
@@ -30,7 +32,7 @@ def distinct_values(
     connection = connections[using]
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
-    col = quote(model._meta.get_field(column).column)
+    col = quote(column_name(model, column))
     sql = (
         f"WITH RECURSIVE vals(v, n) AS ("
         f"SELECT (SELECT {col} FROM {table} WHERE {col} IS NOT NULL ORDER BY {col} LIMIT 1), 1 "

@@ -8,15 +8,15 @@ in a handful of aggregate queries whatever the cluster's size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Model
 
 from weft_django.clock import wall_ms
 from weft_django.conf import get_settings
-from weft_django.db.counting import BoundedCount, bounded_counts
+from weft_django.db.counting import BoundedCount, bounded_counts, common_value_estimates
 from weft_django.db.distinct import distinct_values
 from weft_django.models import (
     RUN_STATUSES,
@@ -66,8 +66,33 @@ def runs_by_status_counted(using: str) -> dict[str, BoundedCount]:
     over every run read the whole history at each scrape."""
     runs = WorkflowRun.objects.using(using)
     return bounded_counts(
-        {status: runs.filter(status=status) for status in RUN_STATUSES}, index_order="wake_at"
+        {status: runs.filter(status=status) for status in RUN_STATUSES},
+        index_order="wake_at",
+        estimates=_LazyEstimates(WorkflowRun, "status", using),
     )
+
+
+class _LazyEstimates(Mapping[str, int]):
+    """``common_value_estimates``, read on the first lookup only: a history
+    under every cap never asks for them."""
+
+    def __init__(self, model: type[Model], column: str, using: str) -> None:
+        self._args = (model, column, using)
+        self._read: dict[str, int] | None = None
+
+    def _values(self) -> dict[str, int]:
+        if self._read is None:
+            self._read = common_value_estimates(*self._args)
+        return self._read
+
+    def __getitem__(self, key: str) -> int:
+        return self._values()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values())
+
+    def __len__(self) -> int:
+        return len(self._values())
 
 
 def claims_per_engine_counted(using: str) -> dict[str, BoundedCount]:
@@ -83,6 +108,7 @@ def claims_per_engine_counted(using: str) -> dict[str, BoundedCount]:
         {e: held.filter(engine_id=e) for e in engine_ids},
         cap=CLAIMS_COUNT_CAP,
         index_order="workflow_id",
+        estimates=_LazyEstimates(WorkflowClaim, "engine_id", using),
     )
     return {e: c for e, c in counted.items() if c.value}
 
