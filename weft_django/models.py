@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from weft_django.choices import (
     CLAIM_EVENT_KINDS,
@@ -37,6 +37,7 @@ from weft_django.querysets import (
     TimerQuerySet,
     WorkflowClaimQuerySet,
     WorkflowRunQuerySet,
+    corrupt_claims_q,
 )
 from weft_django.schedule_models import Schedule  # the schedules' row (issue #16)
 
@@ -81,7 +82,8 @@ class WorkflowClaim(models.Model):
 
     workflow_id = models.CharField(max_length=200, primary_key=True)
     epoch = models.BigIntegerField(default=0, help_text="0 = never claimed")
-    engine_id = models.CharField(max_length=200, null=True, blank=True, db_index=True)
+    # Indexed with the workflow id (``weft_claim_engine_idx``), not alone.
+    engine_id = models.CharField(max_length=200, null=True, blank=True)
     expires_at = models.BigIntegerField(null=True, blank=True, help_text="engine clock, ms")
     claimed_at = models.BigIntegerField(null=True, blank=True, help_text="engine clock, ms")
 
@@ -90,7 +92,19 @@ class WorkflowClaim(models.Model):
     class Meta:
         verbose_name = "holder"
         verbose_name_plural = "holders"
-        indexes = [models.Index(fields=["expires_at"], name="weft_claim_expires_idx")]
+        indexes = [
+            models.Index(fields=["expires_at"], name="weft_claim_expires_idx"),
+            # One engine's claims (scope "engine" renewal, the owned-runs scope)
+            # and, in workflow-id order, a capped count of them (``weft_status``,
+            # ``/metrics``) that reads no more than its cap of index entries.
+            models.Index(fields=["engine_id", "workflow_id"], name="weft_claim_engine_idx"),
+            # The reclaim scan and the expired-claims count look for released or
+            # corrupt holders; in a healthy cluster they are few among every
+            # workflow's claim, so a partial index finds them without a table scan.
+            models.Index(
+                fields=["workflow_id"], condition=corrupt_claims_q(), name="weft_claim_odd_idx"
+            ),
+        ]
 
     def __str__(self) -> str:
         holder = self.engine_id or "-"
@@ -282,6 +296,31 @@ class WorkflowRun(models.Model):
             models.Index(fields=["created_at"], name="weft_run_created_idx"),
             models.Index(fields=["finished_at"], name="weft_run_finished_idx"),
             models.Index(fields=["name", "created_at"], name="weft_run_name_created_idx"),
+            # What every maintenance pass asks of the live runs (time-outs, the
+            # poll back-off's next due time): few runs carry these times, so
+            # partial indexes keep the pass from reading every parked run.
+            models.Index(
+                fields=["deadline_at"],
+                condition=Q(deadline_at__isnull=False, status__in=LIVE_STATUSES),
+                name="weft_run_live_deadline_idx",
+            ),
+            models.Index(
+                fields=["cancel_deadline_at"],
+                condition=Q(cancel_deadline_at__isnull=False, status__in=LIVE_STATUSES),
+                name="weft_run_live_cancel_idx",
+            ),
+            # The parked runs a wake is waiting for (``wake_seq > parked_seq``):
+            # few at any moment, looked for by every maintenance pass.
+            models.Index(
+                fields=["workflow_id"],
+                condition=Q(status="parked", wake_seq__gt=F("parked_seq")),
+                name="weft_run_woken_idx",
+            ),
+            models.Index(
+                fields=["turn_retry_at"],
+                condition=Q(turn_retry_at__isnull=False, status__in=LIVE_STATUSES),
+                name="weft_run_live_retry_idx",
+            ),
         ]
 
     def __str__(self) -> str:

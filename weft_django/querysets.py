@@ -72,8 +72,10 @@ def _released_q() -> Q:
     return Q(engine_id__isnull=True, expires_at__isnull=True, claimed_at__isnull=True)
 
 
-def _corrupt_q() -> Q:
-    """A holder that does not decode: half-null, an empty engine id, or epoch < 1."""
+def corrupt_claims_q() -> Q:
+    """A holder that does not decode: half-null, an empty engine id, or epoch < 1
+    (released rows included: every column null). The condition of the partial
+    index ``weft_claim_odd_idx``: keep the two in step."""
     return (
         Q(engine_id__isnull=True)
         | Q(engine_id="")
@@ -91,7 +93,7 @@ def expired_claims_q(now_ms: int, grace_ms: int) -> Q:
     at once. Holder columns present but outside the codec's ranges are the one
     case the twins may differ; such rows are corrupt either way.
     """
-    return ~_released_q() & (_corrupt_q() | Q(expires_at__lt=now_ms - grace_ms))
+    return ~_released_q() & (corrupt_claims_q() | Q(expires_at__lt=now_ms - grace_ms))
 
 
 def held_claims_q() -> Q:

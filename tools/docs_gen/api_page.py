@@ -142,7 +142,8 @@ def render_api() -> str:
         Every error
         is a JSON body with a stable `code` (see the
         [errors reference](errors.md)); a bad body is a 400 with field errors.
-        Lists are paginated (`page`, `page_size`).
+        Lists are paginated (`page`, `page_size`); `count` is exact up to
+        10,000 matches and PostgreSQL's estimate above (`count_exact` says which).
 
         This page is generated from that schema, with the API mounted at
         `/api/weft/`.

@@ -14,6 +14,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from weft_django.clock import wall_ms
+from weft_django.db.counting import BoundedCountPaginator
+from weft_django.db.distinct import distinct_values
 from weft_django.engine import client
 from weft_django.engine.operations.bulk import BulkAction, BulkLog, run_many_on
 from weft_django.engine.run_filters import PARAM_KEYS, RunFilter
@@ -102,6 +104,24 @@ class ActivityHeartbeatInline(ReadOnlyInline):
         return admin_link("admin:weft_enginerecord_change", beat.engine_id, beat.engine_id)
 
 
+class IndexedValuesFilter(admin.AllValuesFieldListFilter):
+    """Django's all-values filter, its values read in index order (``db.distinct``):
+    the stock one's ``SELECT DISTINCT`` read every run on each list page."""
+
+    def __init__(
+        self,
+        field: Any,
+        request: HttpRequest,
+        params: Any,
+        model: Any,
+        model_admin: Any,
+        field_path: str,
+    ) -> None:
+        super().__init__(field, request, params, model, model_admin, field_path)
+        using = model_admin.get_queryset(request).db
+        self.lookup_choices = distinct_values(model, field_path, using)  # type: ignore[assignment]
+
+
 class CancelRequestedFilter(admin.SimpleListFilter):
     """Runs cleaning up under a cancel with a grace (``cancel_requested_at`` set)."""
 
@@ -137,8 +157,8 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
     list_filter = (
         "status",
         CancelRequestedFilter,
-        "name",
-        "queue",
+        ("name", IndexedValuesFilter),
+        ("queue", IndexedValuesFilter),
         "created_at",
         "finished_at",
     )
@@ -149,6 +169,10 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
         "workflow:order created_after:2026-01-01 finished_before:2026-02-01T12:00Z"
     )
     list_per_page = 50
+    # Page counts exact up to COUNT_CAP runs, estimated above (``db.counting``);
+    # no second count of every run for "N total".
+    paginator = BoundedCountPaginator
+    show_full_result_count = False
     # The journal is shown once, paged: the "Journal timeline" field (``run_page``).
     inlines = (TimerInline, ActivityHeartbeatInline)
     actions = (

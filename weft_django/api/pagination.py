@@ -19,6 +19,9 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
+from rest_framework.response import Response
+
+from weft_django.db.counting import COUNT_CAP, BoundedCountPaginator
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -42,8 +45,13 @@ class _PageParams(serializers.Serializer):
 
 
 class WeftPagination(PageNumberPagination):
-    """``?page=`` (1-based) and ``?page_size=`` (1 to 500, default 50)."""
+    """``?page=`` (1-based) and ``?page_size=`` (1 to 500, default 50).
 
+    ``count`` is exact up to ``COUNT_CAP`` matches and PostgreSQL's estimate
+    above (``db.counting``: an exact count read every match on each page);
+    ``count_exact`` says which."""
+
+    django_paginator_class = BoundedCountPaginator
     page_size = DEFAULT_PAGE_SIZE
     page_size_query_param = "page_size"
     max_page_size = MAX_PAGE_SIZE
@@ -60,6 +68,19 @@ class WeftPagination(PageNumberPagination):
             raise NotFound(f"Page {number} is past the last page.") from None
         self.request = request
         return list(self.page)
+
+    def get_paginated_response(self, data: Any) -> Response:
+        response = super().get_paginated_response(data)
+        response.data["count_exact"] = bool(getattr(self.page.paginator, "count_exact", True))
+        return response
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        described = super().get_paginated_response_schema(schema)
+        described["properties"]["count_exact"] = {
+            "type": "boolean",
+            "description": f"False when `count` is an estimate (more than {COUNT_CAP} matches).",
+        }
+        return described
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [

@@ -19,7 +19,8 @@ import random
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Exists, F, Min, OuterRef, Q, QuerySet
+from django.db import connections
+from django.db.models import F, Q, QuerySet
 
 from weft_django.engine import operations
 from weft_django.engine.bulk_takeover import bulk_takeover_applies, take_over_gone
@@ -48,6 +49,8 @@ from weft_django.vocab import TIMER_WAKE_KIND, timer_wake_kind
 logger = logging.getLogger("weft_django.engine")
 
 BATCH = 100
+#: Drivable runs one pass checks for a missing claim row (``Maintenance.unclaimed``).
+SWEEP = 500
 
 
 class Maintenance:
@@ -60,6 +63,8 @@ class Maintenance:
         #: The last full pass found work besides pickups (timeouts, takeovers,
         #: timers, wakes, stranded runs not in flight).
         self.found_work = True
+        #: Where the next ``unclaimed`` window starts (a workflow id; "" = the start).
+        self.sweep_after = ""
 
     @property
     def db(self) -> str:
@@ -153,18 +158,35 @@ class Maintenance:
         failed turn's retry of any live run; ``None`` when nothing is known.
         One statement, run only by a pass about to back off."""
         now = self.engine.now_ms()
-        agg = (
-            WorkflowRun.objects.using(self.db)
-            .filter(status__in=LIVE_STATUSES)
-            .aggregate(
-                wake=Min("wake_at", filter=Q(status="parked")),
-                start=Min("start_at", filter=Q(status="pending")),
-                deadline=Min("deadline_at"),
-                cancel=Min("cancel_deadline_at"),
-                retry=Min("turn_retry_at"),
-            )
-        )
-        times = [t for t in agg.values() if t is not None]
+        runs = WorkflowRun.objects.using(self.db).order_by()
+        live = runs.filter(status__in=LIVE_STATUSES)
+        # The earliest of each column, each an ordered LIMIT 1 an index answers
+        # (``weft_run_status_wake_idx``, the ``weft_run_live_*_idx`` partial
+        # ones): a MIN over every live run read every parked run.
+        earliest = [
+            runs.filter(status="parked", wake_at__isnull=False)
+            .order_by("wake_at")
+            .values("wake_at")[:1],
+            runs.filter(status="pending", start_at__isnull=False)
+            .order_by("start_at")
+            .values("start_at")[:1],
+            live.filter(deadline_at__isnull=False)
+            .order_by("deadline_at")
+            .values("deadline_at")[:1],
+            live.filter(cancel_deadline_at__isnull=False)
+            .order_by("cancel_deadline_at")
+            .values("cancel_deadline_at")[:1],
+            live.filter(turn_retry_at__isnull=False)
+            .order_by("turn_retry_at")
+            .values("turn_retry_at")[:1],
+        ]
+        connection = connections[self.db]
+        parts = [qs.query.get_compiler(connection=connection).as_sql() for qs in earliest]
+        sql = "SELECT " + ", ".join(f"({part_sql})" for part_sql, _ in parts)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [p for _, part_params in parts for p in part_params])
+            row = cursor.fetchone()
+        times = [t for t in row if t is not None]
         return max(0, min(times) - now) if times else None
 
     def apply_retention(self) -> int:
@@ -234,15 +256,19 @@ class Maintenance:
         if gone:
             # Holders whose database session ended: takeable before they expire.
             stale = stale | WorkflowClaim.objects.using(self.db).filter(engine_id__in=gone)
-        no_claim = ~Exists(
-            WorkflowClaim.objects.using(self.db).filter(workflow_id=OuterRef("workflow_id"))
-        )
-        candidates = (
+        # Driven from the claims: the takeable ones are few (the partial index
+        # ``weft_claim_odd_idx`` and ``weft_claim_expires_idx`` find them).
+        candidates = list(
             WorkflowRun.objects.using(self.db)
-            .filter(status__in=DRIVABLE_STATUSES)
-            .filter(Q(workflow_id__in=stale.values("workflow_id")) | no_claim)
+            .filter(status__in=DRIVABLE_STATUSES, workflow_id__in=stale.values("workflow_id"))
+            .order_by()
             .values_list("pk", "workflow_id")[:BATCH]
         )
+        if len(candidates) < BATCH:
+            seen_ids = {pk for pk, _ in candidates}
+            candidates += [
+                c for c in self.unclaimed(BATCH - len(candidates)) if c[0] not in seen_ids
+            ]
         tracked = set(registry.tracked())
         found = [(r, w) for r, w in candidates if w not in tracked]
         if len(found) > 1 and engine.scheduler.background:
@@ -251,6 +277,39 @@ class Maintenance:
         return len(bulk) + sum(
             1 for run_id, workflow_id in found if engine.dispatch_reclaim(run_id, workflow_id)
         )
+
+    def unclaimed(self, limit: int) -> list[tuple[Any, str]]:
+        """Drivable runs with no claim row at all (``limit`` at most), looked for
+        in a window of ``SWEEP`` runs per pass.
+
+        Why a window: no index can list the runs a claim row is missing for, and
+        reading every parked run each pass made a pass cost grow with the
+        history. The window moves on in workflow-id order from where the last
+        pass stopped and wraps around, so every drivable run is looked at within
+        ceil(drivable / SWEEP) passes -- and in a store with at most ``SWEEP``
+        drivable runs, every pass looks at all of them, as before. (Claim rows
+        are never deleted: a run without one predates ``workflow-lease``.)
+        """
+        runs = (
+            WorkflowRun.objects.using(self.db)
+            .filter(status__in=DRIVABLE_STATUSES)
+            .order_by("workflow_id")
+            .values_list("pk", "workflow_id")
+        )
+        window = list(runs.filter(workflow_id__gt=self.sweep_after)[:SWEEP])
+        if len(window) < SWEEP and self.sweep_after:  # the end: wrap around
+            window += runs.filter(workflow_id__lte=self.sweep_after)[: SWEEP - len(window)]
+        self.sweep_after = window[-1][1] if len(window) >= SWEEP else ""
+        if not window:
+            return []
+        # By primary key, for the window's ids only (an EXISTS per row was
+        # planned as a hash of every claim).
+        claimed = set(
+            WorkflowClaim.objects.using(self.db)
+            .filter(workflow_id__in=[wid for _, wid in window])
+            .values_list("workflow_id", flat=True)
+        )
+        return [(pk, wid) for pk, wid in window if wid not in claimed][:limit]
 
     def reclaim_one(self, workflow_id: str) -> bool:
         """Take over ``workflow_id``'s expired claim (or acquire a released one)."""
@@ -335,4 +394,4 @@ class Maintenance:
         return result.committed
 
 
-__all__ = ["BATCH", "TIMER_WAKE_KIND", "Maintenance"]
+__all__ = ["BATCH", "SWEEP", "TIMER_WAKE_KIND", "Maintenance"]

@@ -8,14 +8,16 @@ in a handful of aggregate queries whatever the cluster's size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Model
 
 from weft_django.clock import wall_ms
 from weft_django.conf import get_settings
+from weft_django.db.counting import BoundedCount, bounded_counts, common_value_estimates
+from weft_django.db.distinct import distinct_values
 from weft_django.models import (
     RUN_STATUSES,
     EngineRecord,
@@ -29,6 +31,11 @@ from weft_django.ownership.metrics import ClaimMetricsSnapshot
 from weft_django.querysets import alive_engines_q, alive_window_ms
 
 from .rules import engine_is_alive, takeover_grace_ms
+
+#: Claims of one engine counted exactly before the estimate takes over.
+CLAIMS_COUNT_CAP = 1_000
+#: Engine ids holding claims read at most (each boot is a new id; old ones hold none).
+ENGINE_IDS_LIMIT = 1_000
 
 
 def sum_engine_metrics(rows: Iterable[tuple[Any, bool]]) -> ClaimMetricsSnapshot:
@@ -49,13 +56,61 @@ def sum_engine_metrics(rows: Iterable[tuple[Any, bool]]) -> ClaimMetricsSnapshot
 
 
 def runs_by_status(using: str) -> dict[str, int]:
-    """Run counts for every status (0 for a status with no run), in ``RUN_STATUSES`` order."""
-    counts: dict[str, int] = dict.fromkeys(RUN_STATUSES, 0)
-    rows = WorkflowRun.objects.using(using).values_list("status").annotate(n=Count("pk")).order_by()
-    for status, n in rows:
-        if status in counts:
-            counts[status] = n
-    return counts
+    """Run counts for every status (0 for a status with no run), in ``RUN_STATUSES`` order:
+    exact up to ``COUNT_CAP`` runs of a status, estimated above (``runs_by_status_counted``)."""
+    return {status: c.value for status, c in runs_by_status_counted(using).items()}
+
+
+def runs_by_status_counted(using: str) -> dict[str, BoundedCount]:
+    """``runs_by_status`` with each count's exactness (``db.counting``): a GROUP BY
+    over every run read the whole history at each scrape."""
+    runs = WorkflowRun.objects.using(using)
+    return bounded_counts(
+        {status: runs.filter(status=status) for status in RUN_STATUSES},
+        index_order="wake_at",
+        estimates=_LazyEstimates(WorkflowRun, "status", using),
+    )
+
+
+class _LazyEstimates(Mapping[str, int]):
+    """``common_value_estimates``, read on the first lookup only: a history
+    under every cap never asks for them."""
+
+    def __init__(self, model: type[Model], column: str, using: str) -> None:
+        self._args = (model, column, using)
+        self._read: dict[str, int] | None = None
+
+    def _values(self) -> dict[str, int]:
+        if self._read is None:
+            self._read = common_value_estimates(*self._args)
+        return self._read
+
+    def __getitem__(self, key: str) -> int:
+        return self._values()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values())
+
+    def __len__(self) -> int:
+        return len(self._values())
+
+
+def claims_per_engine_counted(using: str) -> dict[str, BoundedCount]:
+    """Held claims by engine id, each exact up to ``CLAIMS_COUNT_CAP``: the engine
+    ids read in index order (``db.distinct``), then one capped count each."""
+    engine_ids = [
+        e
+        for e in distinct_values(WorkflowClaim, "engine_id", using, limit=ENGINE_IDS_LIMIT)
+        if e  # NULL and "" name no holder (``held_claims_q``)
+    ]
+    held = WorkflowClaim.objects.using(using).held()
+    counted = bounded_counts(
+        {e: held.filter(engine_id=e) for e in engine_ids},
+        cap=CLAIMS_COUNT_CAP,
+        index_order="workflow_id",
+        estimates=_LazyEstimates(WorkflowClaim, "engine_id", using),
+    )
+    return {e: c for e, c in counted.items() if c.value}
 
 
 def due_timers(using: str, now_ms: int) -> tuple[int, int | None]:
@@ -115,6 +170,8 @@ class ClusterStatus:
     due_timers: int
     due_timer_lag_s: float
     totals: ClaimMetricsSnapshot = field(default_factory=ClaimMetricsSnapshot)
+    #: The counts above their cap, given as estimates (``db.counting``), by key path.
+    estimated: tuple[str, ...] = ()
 
     @property
     def alive_engines(self) -> list[EngineStatus]:
@@ -150,6 +207,7 @@ class ClusterStatus:
             "due_timers": self.due_timers,
             "due_timer_lag_s": round(self.due_timer_lag_s, 3),
             "metrics": self.totals.to_json(),
+            "estimated_counts": list(self.estimated),
         }
         if max_lag_s is not None:
             problems = self.problems(max_lag_s)
@@ -176,14 +234,13 @@ def cluster_status(
     window = alive_window_ms(settings)
     alive_q = alive_engines_q(now, window)
 
-    claims_per_engine = {
-        engine_id: n
-        for engine_id, n in WorkflowClaim.objects.using(db)
-        .held()
-        .values_list("engine_id")
-        .annotate(n=Count("pk"))
-        .order_by("engine_id")
-    }
+    claims_counted = claims_per_engine_counted(db)
+    claims_per_engine = {engine_id: c.value for engine_id, c in claims_counted.items()}
+    runs_counted = runs_by_status_counted(db)
+    estimated = tuple(
+        [f"claims_per_engine.{e}" for e, c in claims_counted.items() if not c.exact]
+        + [f"runs_by_status.{s}" for s, c in runs_counted.items() if not c.exact]
+    )
 
     records = EngineRecord.objects.using(db)
     shown = list(records.filter(alive_q).order_by("-started_at")) + list(
@@ -231,7 +288,8 @@ def cluster_status(
         expired_claims=WorkflowClaim.objects.using(db)
         .expired(now, takeover_grace_ms(settings))
         .count(),
-        runs_by_status=runs_by_status(db),
+        runs_by_status={status: c.value for status, c in runs_counted.items()},
+        estimated=estimated,
         due_timers=n_due,
         due_timer_lag_s=float(lag_s),
         totals=totals,
