@@ -76,6 +76,9 @@ class Transaction:
     kind: str  # "atomic" | "autocommit"
     statements: list[str] = field(default_factory=list)
     outcome: str = "open"  # "commit" | "rollback"
+    #: Whether the transaction wrote a row (it has a transaction id), asked of
+    #: PostgreSQL just before its COMMIT; ``None`` where not asked (autocommit).
+    wrote: bool | None = None
 
     @property
     def writes(self) -> list[str]:
@@ -83,7 +86,10 @@ class Transaction:
 
     @property
     def is_write_commit(self) -> bool:
-        return self.outcome == "commit" and bool(self.writes)
+        """Committed with a write statement that wrote -- a pickup's claim
+        statement (``INSERT … ON CONFLICT`` over no pending run) inserts
+        nothing, so PostgreSQL assigns it no transaction id: a read."""
+        return self.outcome == "commit" and bool(self.writes) and self.wrote is not False
 
     def tables(self) -> list[str]:
         return sorted({t for s in self.writes for t in _tables(s)})
@@ -116,6 +122,17 @@ def _verb(sql: str) -> str:
 
 def _tables(sql: str) -> list[str]:
     return [match.group(2) for match in _writes(sql)]
+
+
+def _assigned_xid(conn: Any) -> bool | None:
+    """Whether the open transaction has a transaction id (it wrote), on the raw
+    driver cursor (unseen by execute wrappers); ``None`` off PostgreSQL."""
+    if conn.vendor != "postgresql" or conn.connection is None:
+        return None
+    with conn.connection.cursor() as cursor:
+        cursor.execute("SELECT txid_current_if_assigned() IS NOT NULL")
+        row = cursor.fetchone()
+    return bool(row[0]) if row else None
 
 
 class CommitCounter:
@@ -168,6 +185,8 @@ class CommitCounter:
         real_commit, real_rollback = conn.commit, conn.rollback
 
         def commit() -> None:
+            if self.active and self._open is not None and self._open.writes:
+                self._open.wrote = _assigned_xid(conn)
             real_commit()
             if self.active:
                 self._end("commit")
