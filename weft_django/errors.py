@@ -384,8 +384,15 @@ class NotLocallyOwned(WeftError):
 
 
 @_error
-class PayloadError(WeftError, ValueError):
-    """A JSON payload (input, result, signal, API body) was rejected."""
+class PayloadError(WeftError, TypeError, ValueError):
+    """A JSON payload (input, result, signal, API body) was rejected.
+
+    Both a ``TypeError`` and a ``ValueError``: a value the JSON contract
+    refuses is a bad argument to the call that received it, and Python
+    callers catch a bad argument as either (``json.dumps`` itself raises one
+    or the other depending on what was wrong). One class, so its ``code``,
+    its HTTP status and the error type a journal records stay the same.
+    """
 
     code = "invalid_payload"
     http_status = 400
