@@ -62,6 +62,17 @@ def check_lookup_id(value: object) -> str:
     return value
 
 
+def check_reason(value: object) -> str:
+    """A cancel or suspend reason: any storable text (``ClaimEvent`` keeps its
+    first 200 characters, the run the whole of it)."""
+    if not isinstance(value, str) or not is_storable_text(value):
+        raise InvalidArgumentError(
+            "reason",
+            f"reason must be a string without NUL or lone surrogates, got {value!r:.300}",
+        )
+    return value
+
+
 def check_name(what: str, value: object) -> str:
     """A signal, update or query name: 1..200 characters of storable text."""
     if not isinstance(value, str) or not value or len(value) > 200 or not is_storable_text(value):
@@ -82,6 +93,7 @@ __all__ = [
     "WORKFLOW_ID_RE",
     "check_lookup_id",
     "check_name",
+    "check_reason",
     "is_storable_text",
     "is_workflow_id",
     "validate_workflow_id",

@@ -23,7 +23,9 @@ from hypothesis import strategies as st
 
 from tests.e2e.helpers import row_counts
 from weft_django import client, workflow
+from weft_django.engine.payload import normalize
 from weft_django.errors import ERROR_CLASSES, InvalidArgumentError, PayloadError, WeftError
+from weft_django.ids import is_storable_text, is_workflow_id
 from weft_django.models import WorkflowRun
 
 CODES = {cls.code for cls in ERROR_CLASSES} | {"unknown_queue"}
@@ -109,7 +111,8 @@ CALLS: dict[str, Callable[[Any], Any]] = {
     "fail_async_activity.token": lambda v: client.fail_async_activity(v, "declined"),
     "fail_async_activity.error": lambda v: client.fail_async_activity("t" * 43, v),
     "cancel.workflow_id": lambda v: client.cancel(v),
-    "cancel.reason": lambda v: client.cancel("hostile-none", reason=v),
+    "cancel.reason": lambda v: client.cancel(WID, reason=v),
+    "suspend.reason": lambda v: client.suspend(WID, reason=v),
     "suspend.workflow_id": lambda v: client.suspend(v),
     "resume.workflow_id": lambda v: client.resume(v),
     "retry.workflow_id": lambda v: client.retry(v),
@@ -122,22 +125,49 @@ CALLS: dict[str, Callable[[Any], Any]] = {
     "count_runs.workflow_id": lambda v: client.count_runs(workflow_id=v),
 }
 
-#: Values a call legitimately accepts (it then does its normal work).
+
+def _json(value: Any) -> bool:
+    try:
+        normalize("value", value)
+    except PayloadError:
+        return False
+    return True
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 200 and is_storable_text(value)
+
+
+def _seconds(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool) and value >= 0) or (
+        isinstance(value, timedelta) and value >= timedelta(0)
+    )
+
+
+def _reason(value: Any) -> bool:
+    return isinstance(value, str) and is_storable_text(value)
+
+
+#: Values a call legitimately accepts (it then does its normal work); any other
+#: value it accepts fails the test.
 ACCEPTED: dict[str, Callable[[Any], bool]] = {
-    "start.input": lambda v: v is None or isinstance(v, int | str | list | dict | datetime),
-    "start.workflow_id": lambda v: v is None,
-    "start.idempotency_key": lambda v: v is None or (isinstance(v, str) and 0 < len(v) <= 255),
-    "start.start_after": lambda v: v is None or (isinstance(v, int | float) and v >= 0),
-    "start.execution_timeout": lambda v: v is None or (isinstance(v, int | float) and v > 0),
-    "start.start_at": lambda v: v is None,
+    "start.input": _json,
+    "start.workflow_id": lambda v: v is None or is_workflow_id(v),
+    "start.idempotency_key": lambda v: v is None or (_name(v) and len(v) <= 255),
+    "start.start_after": lambda v: v is None or _seconds(v),
+    "start.execution_timeout": lambda v: v is None or _seconds(v),
+    "start.start_at": lambda v: v is None or (isinstance(v, datetime) and v.tzinfo is not None),
     "start.queue": lambda v: v is None,
     "start.priority": lambda v: isinstance(v, int) and -(2**31) <= v < 2**31,
     "start.concurrency_key": lambda v: v is None,
-    "signal.payload": lambda v: True,
-    "signal_with_start.input": lambda v: True,
-    "signal_with_start.payload": lambda v: True,
-    "update.args": lambda v: True,
-    "cancel.reason": lambda v: True,
+    "signal.name": _name,
+    "signal.payload": _json,
+    "signal_with_start.input": _json,
+    "signal_with_start.signal": _name,
+    "signal_with_start.payload": _json,
+    "update.args": _json,
+    "cancel.reason": _reason,
+    "suspend.reason": _reason,
     "purge.older_than": lambda v: isinstance(v, timedelta) and v >= timedelta(0),
     "list_runs.status": lambda v: True,
     "count_runs.workflow_id": lambda v: True,
@@ -157,6 +187,8 @@ def _check(call: str, value: Any) -> None:
         return
     except Exception as error:  # a bare exception from deep inside: the bug this hunts
         pytest.fail(f"{call}({value!r:.60}) raised {type(error).__name__}: {error!s:.200}")
+    accepted = ACCEPTED.get(call, lambda v: False)
+    assert accepted(value), f"{call}({value!r:.60}) accepted a value it should refuse"
 
 
 @pytest.fixture

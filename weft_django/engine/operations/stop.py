@@ -33,7 +33,7 @@ from weft_django.engine.run_metrics import record_stops
 from weft_django.engine.store import bump_parent
 from weft_django.engine.wakes import announce_event
 from weft_django.errors import InvalidTransitionError, WorkflowNotFound
-from weft_django.ids import validate_workflow_id
+from weft_django.ids import check_reason, validate_workflow_id
 from weft_django.models import (
     DRIVABLE_STATUSES,
     LIVE_STATUSES,
@@ -218,7 +218,7 @@ def run_stop(
 
 
 def suspend(workflow_id: str, reason: str = "", *, actor: str = "client") -> WorkflowRun:
-    return run_stop(workflow_id, suspend_spec(reason), actor=actor)
+    return run_stop(workflow_id, suspend_spec(check_reason(reason)), actor=actor)
 
 
 def timeout(run: WorkflowRun, *, actor: str) -> WorkflowRun | None:
