@@ -261,3 +261,13 @@ def test_the_schema_documents_header_and_body_tokens() -> None:
     for name in ("CompleteAsync", "FailAsync"):
         token = schema["components"]["schemas"][name]["properties"]["token"]
         assert token["maxLength"] == 512 and "header" in token["description"]
+
+
+def test_log_redaction_leaves_the_header_routes_readable() -> None:
+    from weft_django.api.logging import redact_token_path
+
+    token = "k" * 43
+    assert token not in redact_token_path(f"/api/weft/async-activities/{token}/complete/")
+    assert token not in redact_token_path(f"/api/weft/async-activities/{token}")
+    for path in ("/api/weft/async-activities/complete", "/api/weft/async-activities/fail/"):
+        assert redact_token_path(path) == path
