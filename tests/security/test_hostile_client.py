@@ -14,7 +14,7 @@ inside, and a refused call writes nothing. A non-JSON payload is both a
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -122,6 +122,31 @@ CALLS: dict[str, Callable[[Any], Any]] = {
     "purge.older_than": lambda v: client.purge(older_than=v),
     "force_release.workflow_id": lambda v: client.force_release(v),
     "list_runs.status": lambda v: client.list_runs(status=v),
+    "ownership_status.workflow_id": lambda v: client.ownership_status(v),
+    "cancel_many.reason": lambda v: client.cancel_many(
+        client.RunFilter(workflow_id=("hostile-none",)), reason=v
+    ),
+    "cancel_many.chunk_size": lambda v: client.cancel_many(
+        client.RunFilter(workflow_id=("hostile-none",)), chunk_size=v
+    ),
+    "resume_many.filter": lambda v: client.resume_many(v),
+    "create_schedule.schedule_id": lambda v: client.create_schedule(v, "hostile-wait", every=60),
+    "create_schedule.workflow": lambda v: client.create_schedule("hostile-s", v, every=60),
+    "create_schedule.cron": lambda v: client.create_schedule("hostile-s", "hostile-wait", cron=v),
+    "create_schedule.every": lambda v: client.create_schedule("hostile-s", "hostile-wait", every=v),
+    "create_schedule.timezone": lambda v: client.create_schedule(
+        "hostile-s", "hostile-wait", every=60, timezone=v
+    ),
+    "create_schedule.input": lambda v: client.create_schedule(
+        "hostile-s", "hostile-wait", v, every=60
+    ),
+    "describe_schedule.schedule_id": lambda v: client.describe_schedule(v),
+    "pause_schedule.schedule_id": lambda v: client.pause_schedule(v),
+    "delete_schedule.schedule_id": lambda v: client.delete_schedule(v),
+    "trigger_schedule.schedule_id": lambda v: client.trigger_schedule(v),
+    "backfill_schedule.start": lambda v: client.backfill_schedule(
+        "hostile-none", v, datetime(2030, 1, 1, tzinfo=UTC)
+    ),
     "count_runs.workflow_id": lambda v: client.count_runs(workflow_id=v),
 }
 
@@ -170,6 +195,10 @@ ACCEPTED: dict[str, Callable[[Any], bool]] = {
     "suspend.reason": _reason,
     "purge.older_than": lambda v: isinstance(v, timedelta) and v >= timedelta(0),
     "list_runs.status": lambda v: True,
+    "cancel_many.reason": _reason,
+    "cancel_many.chunk_size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+    "create_schedule.input": _json,
+    "create_schedule.every": lambda v: _seconds(v) and bool(v),
     "count_runs.workflow_id": lambda v: True,
 }
 

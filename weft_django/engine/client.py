@@ -426,7 +426,7 @@ def ownership_status(workflow_id: str) -> dict[str, Any]:
     """The owner of ``workflow_id`` as the API's ``ownership/`` endpoint serves it."""
     settings = get_settings()
     db = settings.database
-    run = WorkflowRun.objects.using(db).latest_for(workflow_id)
+    run = WorkflowRun.objects.using(db).latest_for(check_lookup_id(workflow_id))
     claim = WorkflowClaim.objects.using(db).filter(pk=workflow_id).first()
     holder = None
     expired = False

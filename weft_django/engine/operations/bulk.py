@@ -139,7 +139,9 @@ def run_many(
     if action not in BULK_ACTIONS:
         raise ValueError(f"bulk action must be one of {', '.join(BULK_ACTIONS)}, got {action!r}")
     if not isinstance(filter, RunFilter):
-        raise TypeError(f"{action}_many() needs a RunFilter, got {filter!r:.100}")
+        raise InvalidArgumentError(
+            "filter", f"{action}_many() needs a RunFilter, got {filter!r:.100}"
+        )
     if filter.is_empty() and not allow_all:
         raise InvalidRunFilter(
             "all",
