@@ -10,6 +10,7 @@ weft.E011  a database other than PostgreSQL or SQLite in a fencing mode
 weft.E012  PostgreSQL isolation stricter than READ COMMITTED
 weft.E013  OWNERSHIP="none" with Celery  weft.E014  unsupported Celery pool
 weft.E015  WEFT['DATABASE'] names no configured database
+weft.E048  a fencing mode on a backend whose features say supports_transactions=False
 weft.E016  settings.WEFT is not a dict   weft.E017  TRANSPORT disagrees with install(app)
 weft.E018  not a positive integer        weft.E019  API_PERMISSION_CLASSES not dotted paths
 weft.E020  DATABASE not an alias         weft.E021  WAKE_BACKENDS not dotted paths

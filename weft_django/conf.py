@@ -223,10 +223,27 @@ def _fmt_s(ms: int) -> str:
     return f"{ms / 1000:.1f} s"
 
 
+#: The longest duration a setting may hold (100 years). Why a bound: every
+#: duration is added to an engine-clock timestamp (a claim's expiry, a
+#: retention cut-off), and the store keeps those below 2**53 ms; a larger
+#: value would be accepted here and fail later, inside an engine.
+MAX_SETTING_DURATION_MS = 100 * 365 * 24 * 3600 * 1000
+
+
 def duration_ms(key: str, value: object) -> int:
-    """Seconds (int/float) or ``timedelta`` → integer ms, never 0; every bad
-    value is a ``ValueError`` naming ``WEFT[key]``."""
-    return to_ms(value, f"WEFT[{key!r}]", allow_zero=False, type_error=ValueError)
+    """Seconds (int/float) or ``timedelta`` → integer ms, never 0 and at most
+    ``MAX_SETTING_DURATION_MS``; every bad value is a ``ValueError`` naming
+    ``WEFT[key]``."""
+    try:
+        ms = to_ms(value, f"WEFT[{key!r}]", allow_zero=False, type_error=ValueError)
+    except OverflowError:  # a timedelta / float too large for the arithmetic
+        ms = MAX_SETTING_DURATION_MS + 1
+    if ms > MAX_SETTING_DURATION_MS:
+        raise ValueError(
+            f"WEFT[{key!r}] must be at most {MAX_SETTING_DURATION_MS // 1000} s (100 years), "
+            f"got {value!r:.100}"
+        )
+    return ms
 
 
 def legacy_prometheus_collector() -> bool | None:
@@ -359,7 +376,7 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
         record_retention_ms = _default_ms("ENGINE_RECORD_RETENTION")
 
     perms = merged["API_PERMISSION_CLASSES"]
-    if isinstance(perms, str) or not all(isinstance(p, str) for p in perms or ()):
+    if not isinstance(perms, list | tuple) or not all(isinstance(p, str) and p for p in perms):
         problems.append(
             SettingsProblem(
                 CHECK_IDS["bad-permission-classes"],

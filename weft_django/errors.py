@@ -16,7 +16,7 @@ Lost races inside the claim protocol are *not* errors (SPEC §4.9: registry
 methods return result objects); these are raised only at the edges where a
 caller asked for something specific and cannot have it.
 
-Longer than 400 lines: a catalogue of twenty-three small public classes, read as one.
+Longer than 400 lines: a catalogue of thirty small public classes, read as one.
 """
 
 from __future__ import annotations
@@ -384,8 +384,15 @@ class NotLocallyOwned(WeftError):
 
 
 @_error
-class PayloadError(WeftError, ValueError):
-    """A JSON payload (input, result, signal, API body) was rejected."""
+class PayloadError(WeftError, TypeError, ValueError):
+    """A JSON payload (input, result, signal, API body) was rejected.
+
+    Both a ``TypeError`` and a ``ValueError``: a value the JSON contract
+    refuses is a bad argument to the call that received it, and Python
+    callers catch a bad argument as either (``json.dumps`` itself raises one
+    or the other depending on what was wrong). One class, so its ``code``,
+    its HTTP status and the error type a journal records stay the same.
+    """
 
     code = "invalid_payload"
     http_status = 400
@@ -539,6 +546,25 @@ class UnknownUpdate(WeftError):
 
 
 @_error
+class UnknownQuery(WeftError, LookupError):
+    """The workflow registered no ``ctx.on_query`` handler of that name (also a
+    ``LookupError``, what ``client.query`` raised for it before)."""
+
+    code = "unknown_query"
+    http_status = 400
+    workflow_id: str
+    name: str
+    registered: list[str]
+
+    def _message(self) -> str:
+        known = sorted(self.registered) or "none"
+        return (
+            f"workflow {self.workflow_id!r} has no query handler {self.name!r} "
+            f"(registered: {known})"
+        )
+
+
+@_error
 class WorkflowFinishedError(WeftError):
     """A wait that only the run could satisfy, on a run that already ended."""
 
@@ -572,6 +598,25 @@ class InvalidRunFilter(WeftError, ValueError):
         return f"Invalid run filter {self.key}={self.value!r:.200}: {self.reason}"
 
 
+@_error
+class InvalidArgumentError(WeftError, TypeError, ValueError):
+    """A client call's argument (a workflow id, a signal, update or query name,
+    an idempotency key, a duration, a queue field) has the wrong type or value.
+    Nothing was read or written.
+
+    Both a ``TypeError`` and a ``ValueError``, like ``PayloadError``: callers
+    that caught the plain ``ValueError`` these calls raised before still do.
+    """
+
+    code = "invalid_argument"
+    http_status = 400
+    argument: str
+    reason: str
+
+    def _message(self) -> str:
+        return self.reason
+
+
 ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     WorkflowClaimUnavailableError,
     OwnershipModeMismatchError,
@@ -601,6 +646,8 @@ ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
     UnknownUpdate,
     WorkflowFinishedError,
     InvalidRunFilter,
+    UnknownQuery,
+    InvalidArgumentError,
 )
 """Every concrete error class (the abstract base ``WeftError`` is not listed)."""
 

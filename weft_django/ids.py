@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from weft_django.errors import InvalidArgumentError
+
 WORKFLOW_ID_CHARS: Final = r"[A-Za-z0-9._:@-]{1,200}"
 """The workflow-id grammar without anchors (URL converters embed it)."""
 WORKFLOW_ID_RE: Final = re.compile(rf"^{WORKFLOW_ID_CHARS}$")
@@ -28,10 +30,57 @@ def is_workflow_id(value: object) -> bool:
 
 
 def validate_workflow_id(value: object) -> str:
-    """Return ``value`` when it is a valid workflow id, else raise ``ValueError`` naming it."""
+    """Return ``value`` when it is a valid workflow id, else raise
+    ``InvalidArgumentError`` (a ``ValueError``) naming it."""
     if not is_workflow_id(value):
-        raise ValueError(f"workflow_id {value!r} must match {WORKFLOW_ID_HELP}")
+        raise InvalidArgumentError(
+            "workflow_id", f"workflow_id {value!r:.300} must match {WORKFLOW_ID_HELP}"
+        )
     assert isinstance(value, str)
+    return value
+
+
+def is_storable_text(value: str) -> bool:
+    """No NUL (PostgreSQL text refuses it) and no lone surrogate (not UTF-8)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_lookup_id(value: object) -> str:
+    """A workflow id to look up: a ``str`` the database can compare (else
+    ``InvalidArgumentError``). One outside the grammar is left to the lookup,
+    which finds nothing (``WorkflowNotFound``), as it always did."""
+    if not isinstance(value, str) or not is_storable_text(value):
+        raise InvalidArgumentError(
+            "workflow_id", f"workflow_id {value!r:.300} must match {WORKFLOW_ID_HELP}"
+        )
+    return value
+
+
+def check_reason(value: object) -> str:
+    """A cancel or suspend reason: any storable text (``ClaimEvent`` keeps its
+    first 200 characters, the run the whole of it)."""
+    if not isinstance(value, str) or not is_storable_text(value):
+        raise InvalidArgumentError(
+            "reason",
+            f"reason must be a string without NUL or lone surrogates, got {value!r:.300}",
+        )
+    return value
+
+
+def check_name(what: str, value: object) -> str:
+    """A signal, update or query name: 1..200 characters of storable text."""
+    if not isinstance(value, str) or not value or len(value) > 200 or not is_storable_text(value):
+        raise InvalidArgumentError(
+            f"{what} name",
+            f"{what} name must be a non-empty string of at most 200 characters "
+            f"(no NUL, no lone surrogate), got {value!r:.300}",
+        )
     return value
 
 
@@ -42,6 +91,10 @@ __all__ = [
     "WORKFLOW_ID_CHARS",
     "WORKFLOW_ID_HELP",
     "WORKFLOW_ID_RE",
+    "check_lookup_id",
+    "check_name",
+    "check_reason",
+    "is_storable_text",
     "is_workflow_id",
     "validate_workflow_id",
 ]

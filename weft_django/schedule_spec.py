@@ -132,6 +132,10 @@ def _instant_ms(value: object, what: str) -> int | None:
     raise ValueError(f"schedule {what} must be an aware datetime, got {value!r}")
 
 
+#: The longest schedule duration (``every``, ``catchup_window``, ``jitter``): 100 years.
+MAX_DURATION_MS = 100 * 365 * 24 * 3600 * 1000
+
+
 def _duration_ms(value: object, what: str, *, allow_zero: bool) -> int:
     try:
         ms = to_ms(value, what)  # type: ignore[arg-type]
@@ -139,6 +143,8 @@ def _duration_ms(value: object, what: str, *, allow_zero: bool) -> int:
         raise ValueError(f"schedule {what} must be a duration, got {value!r} ({exc})") from None
     if ms < 0 or (ms == 0 and not allow_zero):
         raise ValueError(f"schedule {what} must be a positive duration, got {value!r}")
+    if ms > MAX_DURATION_MS:  # added to instants the store keeps below 2**53 ms
+        raise ValueError(f"schedule {what} must be at most 100 years, got {value!r:.100}")
     return ms
 
 

@@ -40,6 +40,8 @@ EXPECTED = {
     ("/api/weft/metrics/", "get"),
     ("/api/weft/async-activities/{token}/complete/", "post"),
     ("/api/weft/async-activities/{token}/fail/", "post"),
+    ("/api/weft/async-activities/complete/", "post"),
+    ("/api/weft/async-activities/fail/", "post"),
     ("/api/weft/schedules/", "get"),
     ("/api/weft/schedules/", "post"),
     (S, "get"),
@@ -112,8 +114,8 @@ def test_bodies_and_errors_are_described(schema: dict[str, Any]) -> None:
 
 
 def test_token_endpoints_need_no_credentials(schema: dict[str, Any]) -> None:
-    for action in ("complete", "fail"):
-        operation = schema["paths"][f"/api/weft/async-activities/{{token}}/{action}/"]["post"]
+    for action in ("{token}/complete", "{token}/fail", "complete", "fail"):
+        operation = schema["paths"][f"/api/weft/async-activities/{action}/"]["post"]
         assert operation.get("security") in (None, [], [{}])
     assert "security" not in schema  # so an operation without "security" needs none
     assert schema["paths"]["/api/weft/metrics/"]["get"]["security"] != [{}]

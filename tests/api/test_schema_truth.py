@@ -33,6 +33,8 @@ RST_OR_INTERNAL = re.compile(
 TOKEN_OPERATIONS = {
     ("/api/weft/async-activities/{token}/complete/", "post"),
     ("/api/weft/async-activities/{token}/fail/", "post"),
+    ("/api/weft/async-activities/complete/", "post"),
+    ("/api/weft/async-activities/fail/", "post"),
 }
 ERROR_COMPONENTS = {"#/components/schemas/Error", "#/components/schemas/ValidationError"}
 

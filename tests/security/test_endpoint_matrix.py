@@ -78,7 +78,12 @@ STAFF_EXPECTED: dict[tuple[str, str], int] = {
     ("bulk-retry", "POST"): 200,
 }
 #: The token alone authorises these (SPEC §5): same answer for every role.
-TOKEN_ROUTES = {"async-activity-complete": "POST", "async-activity-fail": "POST"}
+TOKEN_ROUTES = {
+    "async-activity-complete": "POST",
+    "async-activity-fail": "POST",
+    "async-complete": "POST",
+    "async-fail": "POST",
+}
 #: The JSON 404 for anything else under the prefix (a plain view, not in the schema).
 CATCH_ALL = "not-found"
 
@@ -92,6 +97,9 @@ BODIES: dict[str, dict[str, Any]] = {
     "workflow-update": {"name": "stage", "timeout": 0},
     "async-activity-complete": {"result": {"r": 1}},
     "async-activity-fail": {"error": {"message": "declined"}},
+    # The token in the body (the header form is tested in tests/api/test_async.py).
+    "async-complete": {"result": {"r": 1}, "token": UNKNOWN_TOKEN},
+    "async-fail": {"error": {"message": "declined"}, "token": UNKNOWN_TOKEN},
     "schedule-list": {"schedule_id": "sec-sched", "workflow": "sec-signal", "every": 3600},
     "schedule-detail": {"every": 7200},
     "schedule-backfill": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T02:00:00Z"},
@@ -246,7 +254,12 @@ def test_schema_says_which_operations_need_no_login() -> None:
         for operation in item.values()
         if isinstance(operation, dict) and not operation.get("security")
     }
-    assert open_ops == {"weft_async_activities_complete", "weft_async_activities_fail"}
+    assert open_ops == {
+        "weft_async_activities_complete",
+        "weft_async_activities_fail",
+        "weft_async_activities_complete_by_token",
+        "weft_async_activities_fail_by_token",
+    }
 
 
 @pytest.mark.parametrize(("name", "method", "role"), CASES)

@@ -96,6 +96,14 @@ SAMPLES: dict[type[WeftError], dict[str, Any]] = dict(
             {"key": "attr", "value": "amount=ten", "reason": "not an integer"},
         ),
         (
+            errors_module.UnknownQuery,
+            {"workflow_id": "wf-16", "name": "progres", "registered": ["progress"]},
+        ),
+        (
+            errors_module.InvalidArgumentError,
+            {"argument": "priority", "reason": "priority must be an integer, got 'high'"},
+        ),
+        (
             errors_module.WorkflowFailedError,
             {"workflow_id": "wf-9", "status": "cancelled", "error": {"message": "stop"}},
         ),
@@ -148,7 +156,7 @@ def test_every_public_error_class_is_listed_and_sampled() -> None:
         if inspect.isclass(obj) and issubclass(obj, WeftError) and obj is not WeftError
     }
     assert set(ERROR_CLASSES) == public
-    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 28
+    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 30
     assert set(SAMPLES) == public
     assert set(errors_module.__all__) >= {c.__name__ for c in public}
 
@@ -192,6 +200,8 @@ def test_codes_are_unique_stable_snake_case() -> None:
         (errors_module.UnknownUpdate, 404),
         (errors_module.WorkflowFinishedError, 409),
         (errors_module.InvalidRunFilter, 400),
+        (errors_module.InvalidArgumentError, 400),
+        (errors_module.UnknownQuery, 400),
     ],
 )
 def test_http_status(cls: type[WeftError], status: int) -> None:

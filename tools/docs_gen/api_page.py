@@ -133,7 +133,15 @@ def render_api() -> str:
         `"SWAGGER_UI_FAVICON_HREF"`, `"REDOC_DIST"`), as the example project does.
 
         Access is staff only by default (`WEFT["API_PERMISSION_CLASSES"]`);
-        an async-activity token alone authorises its own completion. A caller
+        an async-activity token alone authorises its own completion. Send the
+        token in the `Weft-Async-Token` header to `async-activities/complete/`
+        (or `fail/`): that is the form to prefer, because a URL path is
+        written to every access log it passes (proxy, load balancer, server)
+        while headers are not, and the token is a bearer credential until it
+        is used. `token` in the JSON body works too (for a sender that cannot
+        set headers); `async-activities/<token>/complete/` remains for a
+        caller that can only be given a URL. Two different tokens in one call
+        are a 400 `async_token_conflict`; none is a 400 `async_token_missing`. A caller
         logged in with Django's session cookie sends the CSRF token in the
         `X-CSRFToken` header on every POST, PATCH and DELETE. A refused login
         is a 403 when the first of `REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]`

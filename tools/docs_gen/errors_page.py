@@ -28,6 +28,25 @@ def _error_statuses(cls: type) -> list[tuple[str, int]]:
     return [("", int(cls.http_status))]  # type: ignore[attr-defined]
 
 
+def _api_codes() -> list[tuple[str, str, str]]:
+    """``(code, HTTP, meaning)`` of the REST API's own error classes (not ``WeftError``s)."""
+    from rest_framework.exceptions import APIException
+
+    from weft_django.api import exceptions as api_exceptions
+
+    found = [
+        cls
+        for cls in vars(api_exceptions).values()
+        if isinstance(cls, type)
+        and issubclass(cls, APIException)
+        and cls.__module__ == api_exceptions.__name__
+    ]
+    return [
+        (f"`{cls.default_code}`", str(cls.status_code), md(cls.__doc__ or ""))
+        for cls in sorted(found, key=lambda c: str(c.default_code))
+    ]
+
+
 def render_errors() -> str:
     from weft_django.errors import ERROR_CLASSES, WeftError
 
@@ -76,4 +95,9 @@ def render_errors() -> str:
         table(("error", "code", "HTTP"), rows),
         "## Errors\n",
         *sections,
+        "## Codes of the REST API itself\n",
+        "Besides every code above, the API answers these (DRF's own codes such as "
+        "`invalid`, `parse_error`, `not_found`, `method_not_allowed` aside; see the "
+        "[API reference](api.md)):\n",
+        table(("code", "HTTP", "meaning"), _api_codes()),
     )

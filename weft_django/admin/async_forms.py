@@ -14,7 +14,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from weft_django.engine.payload import normalize
+from weft_django.engine.payload import MAX_DEPTH, normalize
 from weft_django.errors import PayloadError
 
 QUOTE_LIMIT = 80
@@ -35,6 +35,10 @@ def parse_json(field: str, what: str, text: str) -> Any:
         raise ValidationError(
             f"{field} {_quoted(text)} is not JSON: {exc.msg} (line {exc.lineno}, "
             f"column {exc.colno})."
+        ) from None
+    except RecursionError:  # "[[[[..." deeper than the decoder's stack
+        raise ValidationError(
+            f"{field} {_quoted(text)} nests deeper than {MAX_DEPTH} levels."
         ) from None
     try:
         return normalize(what, value)

@@ -14,9 +14,12 @@ import json
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.views.main import ERROR_FLAG
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -58,11 +61,57 @@ def actor(request: HttpRequest) -> str:
     return f"admin:{username}"[:200]
 
 
+def is_storable_key(model: Any, value: str) -> bool:
+    """``value`` could be a primary key of ``model``: its field accepts it, and it
+    has no NUL (PostgreSQL refuses one in any text it is compared with)."""
+    if "\x00" in value:
+        return False
+    try:
+        model._meta.pk.to_python(value)
+    except (ValidationError, ValueError, TypeError):
+        return False
+    return True
+
+
 class WeftDatabaseMixin:
-    """Admin querysets read ``WEFT["DATABASE"]``, like every other weft query."""
+    """Admin querysets read ``WEFT["DATABASE"]``, like every other weft query.
+
+    And an action's selection is checked first: Django filters the changelist
+    by the posted ``_selected_action`` values as they are, so one that is no
+    key at all (a hand-made or hostile POST: a NUL for a UUID key) made a
+    500. Such values are dropped -- they can select no row -- before Django
+    reads the selection; with none left, Django answers "no items selected".
+    """
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).using(db())  # type: ignore[misc]
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        # A NUL in an object id can match no row, and PostgreSQL refuses to even
+        # compare one (a DataError, a 500): "no such object", as for any other.
+        if "\x00" in unquote(object_id):
+            return None
+        return super().get_object(request, object_id, from_field)  # type: ignore[misc]
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        # The same for a NUL in a filter, search or ordering parameter: Django's
+        # answer to a filter it cannot apply (the changelist with ?e=1).
+        if any("\x00" in text for item in request.GET.lists() for text in (item[0], *item[1])):
+            return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
+        return super().changelist_view(request, extra_context)  # type: ignore[misc]
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        name = helpers.ACTION_CHECKBOX_NAME
+        selected = request.POST.getlist(name)
+        model = self.model  # type: ignore[attr-defined]
+        keys = [value for value in selected if is_storable_key(model, value)]
+        if len(keys) != len(selected):
+            post = request.POST.copy()
+            post.setlist(name, keys)
+            request.POST = post  # type: ignore[assignment]
+        return super().response_action(request, queryset, *args, **kwargs)  # type: ignore[misc,no-any-return]
 
 
 class ReadOnlyAdmin(WeftDatabaseMixin, admin.ModelAdmin):

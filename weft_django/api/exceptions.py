@@ -49,6 +49,22 @@ class RequestBodyTooLarge(exceptions.APIException):
     default_detail = "The request body is too large."
 
 
+class AsyncTokenMissing(exceptions.APIException):
+    """An async-activity call named no token (not in the path, header or body)."""
+
+    status_code = 400
+    default_code = "async_token_missing"
+    default_detail = "No async activity token: send it in the Weft-Async-Token header."
+
+
+class AsyncTokenConflict(exceptions.APIException):
+    """An async-activity call named two different tokens (path, header, body)."""
+
+    status_code = 400
+    default_code = "async_token_conflict"
+    default_detail = "Two different async activity tokens were sent."
+
+
 class QueryFailed(exceptions.APIException):
     """The query handler (or the replay feeding it) raised."""
 

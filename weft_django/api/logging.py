@@ -1,6 +1,7 @@
 """Token paths in logs: the raw async-activity token replaced by its hash prefix.
 
-Why: the token is a bearer credential and sits in the URL (SPEC §5). For
+Why: the token is a bearer credential and may sit in the URL (SPEC §5; the
+header and body forms keep it out, but the path form remains). For
 every response >= 400 Django logs ``"<reason>: <request.path>"`` on
 ``django.request``, with the request attached -- so a bad body (400) sent
 with a valid, still unused token would write that token into the logs (and
@@ -22,7 +23,9 @@ from .serializers.responses import TOKEN_HASH_PREFIX_LEN
 #: logged on it redacted instead (see ``log_token_response``).
 request_logger = logging.getLogger("django.request")
 
-TOKEN_IN_PATH = re.compile(r"(async-activities/)([^/]+)")
+#: A token segment: not the ``complete``/``fail`` of the header-token routes
+#: (``async-activities/complete`` without its slash is no token to redact).
+TOKEN_IN_PATH = re.compile(r"(async-activities/)(?!(?:complete|fail)/?$)([^/]+)")
 
 
 def redact_token_path(path: str) -> str:

@@ -31,6 +31,14 @@ ERR_400: Final = error(
     "malformed JSON; `invalid_payload` for a payload over `MAX_PAYLOAD_BYTES`.",
     ValidationErrorSerializer,
 )
+ERR_400_TOKEN: Final = error(
+    "Bad body, header or token: code `invalid` with `errors` per field (a malformed "
+    "token in the body or the `Weft-Async-Token` header); `async_token_missing` when no "
+    "token was sent; `async_token_conflict` when two different tokens were sent (path, "
+    "header, body); `parse_error` for malformed JSON; `invalid_payload` for a payload "
+    "over `MAX_PAYLOAD_BYTES`.",
+    ValidationErrorSerializer,
+)
 #: 401 is added by ``WeftAutoSchema`` only where the project's first
 #: authentication class sends a challenge (DRF answers 403 otherwise).
 ERR_AUTH: Final = {403: ERR_403}
@@ -60,6 +68,22 @@ TOKEN_PARAM: Final = OpenApiParameter(
 )
 
 
+#: The request header that carries an async activity's token (the preferred place:
+#: unlike the path, a header is not written to access logs).
+TOKEN_HEADER: Final = "Weft-Async-Token"
+
+TOKEN_HEADER_PARAM: Final = OpenApiParameter(
+    TOKEN_HEADER,
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="The async activity's token (preferred: a header stays out of access "
+    "logs, where a URL path does not). Or send it as `token` in the body. Two different "
+    "tokens → 400 async_token_conflict; none → 400 async_token_missing.",
+    pattern=TOKEN_RE.pattern,
+)
+
+
 def action_responses(ok: Any, status: int = 200) -> dict[int, Any]:
     """The responses of a ``POST workflows/<id>/<action>/``."""
     return {status: ok, 400: ERR_400, **ERR_AUTH, 404: ERR_404, 409: ERR_409, 413: ERR_413}
@@ -68,6 +92,7 @@ def action_responses(ok: Any, status: int = 200) -> dict[int, Any]:
 __all__ = [
     "ASYNC_TAG",
     "ERR_400",
+    "ERR_400_TOKEN",
     "ERR_404",
     "ERR_409",
     "ERR_413",
@@ -77,6 +102,8 @@ __all__ = [
     "ERR_TOKEN_USED",
     "OWNERSHIP_TAG",
     "RUN_ID_PARAM",
+    "TOKEN_HEADER",
+    "TOKEN_HEADER_PARAM",
     "TOKEN_PARAM",
     "WORKFLOW_TAG",
     "action_responses",

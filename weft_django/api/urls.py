@@ -5,7 +5,9 @@ Why path converters: workflow ids may contain ``:``, ``@`` and ``.``
 along with characters no workflow id can have; the converter matches
 exactly the id grammar of SPEC §2, and drf-spectacular publishes its regex
 as the parameter's ``pattern``. Tokens are matched as URL-safe text; an
-unknown one is a 404 from the view, not from the router.
+unknown one is a 404 from the view, not from the router. The token routes
+come in two forms: without the token in the path (it travels in a header
+or the body, out of access logs; preferred) and with it.
 
 The last route catches everything else under the API's prefix (an id
 outside the grammar, a missing trailing slash, a typo) and answers a JSON
@@ -117,6 +119,13 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("claims/", views.ClaimListView.as_view(), name="claim-list"),
     path("engines/", views.EngineListView.as_view(), name="engine-list"),
     path("metrics/", views.MetricsView.as_view(), name="metrics"),
+    # The token in the Weft-Async-Token header or the body (preferred: out of access logs).
+    path(
+        "async-activities/complete/",
+        views.AsyncActivityCompleteByTokenView.as_view(),
+        name="async-complete",
+    ),
+    path("async-activities/fail/", views.AsyncActivityFailByTokenView.as_view(), name="async-fail"),
     path(
         "async-activities/<weft_async_token:token>/complete/",
         views.AsyncActivityCompleteView.as_view(),

@@ -8,13 +8,19 @@ capability flags; it never compares ``connection.vendor`` itself.
 
 ``capability_problems(alias, ownership)`` is the rule "can this database run
 weft's conditional batch safely", shared by the system checks and the
-engine's start-up gate. It reads the ``DATABASES`` entry and the backend
-class's ``vendor`` (what ``connections[alias].vendor`` would return), and
-opens no connection.
+engine's start-up gate. It reads the ``DATABASES`` entry, the backend
+class's ``vendor`` (what ``connections[alias].vendor`` would return) and
+the ``supports_transactions`` its features class declares, and opens no
+connection. The gate then also reads ``connection.features.supports_transactions``
+itself (SPEC §4.3, ``transaction_problems``): a backend that can only learn
+it from the server (Django's default probes it) is judged on the answer,
+not on its name. The vendor is still needed after that: the batch's
+isolation rules are known (and tested) for PostgreSQL and SQLite only.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -72,8 +78,32 @@ def configured_vendor(entry: dict[str, Any]) -> str:
         return "unknown"
 
 
+def declared_supports_transactions(entry: dict[str, Any]) -> bool | None:
+    """What a ``DATABASES`` entry's backend declares as ``features.supports_transactions``
+    without a connection: its value when the features class sets a plain bool,
+    ``None`` when only the server can say (a property that probes it) or the
+    backend cannot be imported."""
+    try:
+        wrapper = load_backend(str(entry.get("ENGINE", ""))).DatabaseWrapper
+        declared = inspect.getattr_static(wrapper.features_class, "supports_transactions")
+    except (ImportError, ImproperlyConfigured, AttributeError):
+        return None
+    return declared if isinstance(declared, bool) else None
+
+
+def _no_transactions(alias: str, entry: dict[str, Any], ownership: str) -> checks.Error:
+    return checks.Error(
+        f"Database {alias!r} ({str(entry.get('ENGINE', ''))!r}) reports "
+        f"features.supports_transactions=False; OWNERSHIP={ownership!r} needs transactions "
+        "(every fenced write commits together with its claim check, or not at all)",
+        hint="Use PostgreSQL, or SQLite with transaction_mode IMMEDIATE; or OWNERSHIP='none'.",
+        id="weft.E048",
+    )
+
+
 def capability_problems(alias: str, ownership: str) -> list[checks.CheckMessage]:
-    """Why weft cannot run ``ownership`` on database ``alias`` (empty: it can)."""
+    """Why weft cannot run ``ownership`` on database ``alias`` (empty: it can).
+    Opens no connection (the system checks run it)."""
     databases = getattr(django_settings, "DATABASES", {})
     if alias not in databases:
         return [
@@ -84,14 +114,30 @@ def capability_problems(alias: str, ownership: str) -> list[checks.CheckMessage]
             )
         ]
     entry = databases[alias]
+    if ownership != "none" and declared_supports_transactions(entry) is False:
+        return [_no_transactions(alias, entry, ownership)]
     return vendor_ops(configured_vendor(entry)).capability_problems(alias, entry, ownership)
+
+
+def transaction_problems(alias: str, ownership: str) -> list[checks.CheckMessage]:
+    """The start-up gate's own reading of ``connections[alias].features.supports_transactions``
+    (SPEC §4.3). May open a connection: a backend that probes the server to
+    answer does so here, once, at boot."""
+    if ownership == "none":
+        return []
+    if connections[alias].features.supports_transactions:
+        return []
+    entry = dict(getattr(django_settings, "DATABASES", {}).get(alias, {}))
+    return [_no_transactions(alias, entry, ownership)]
 
 
 __all__ = [
     "StoreOps",
     "capability_problems",
     "configured_vendor",
+    "declared_supports_transactions",
     "ops",
     "ops_for_connection",
+    "transaction_problems",
     "vendor_ops",
 ]

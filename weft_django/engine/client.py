@@ -13,7 +13,7 @@ import dataclasses
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from weft_django.clock import now_ms
@@ -43,17 +43,24 @@ from weft_django.engine.updates import update as update
 from weft_django.engine.wakes import DoneWaiter, Wake, announce, backends
 from weft_django.errors import (
     IdempotencyConflictError,
+    InvalidArgumentError,
     InvalidTransitionError,
+    UnknownQuery,
     WorkflowAlreadyRunning,
     WorkflowFailedError,
     WorkflowNotFound,
 )
 from weft_django.ids import WORKFLOW_ID_RE as WORKFLOW_ID_RE  # moved to ids; kept for imports
-from weft_django.ids import validate_workflow_id
+from weft_django.ids import (
+    check_lookup_id,
+    check_name,
+    is_storable_text,
+    validate_workflow_id,
+)
 from weft_django.models import TERMINAL_STATUSES, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.batch import Insert, UniqueAbsence, conditional_batch
-from weft_django.ownership.codec import decode_holder_row
+from weft_django.ownership.codec import MAX_TIMESTAMP_EXCLUSIVE, decode_holder_row
 
 signal = operations.signal
 cancel = operations.cancel
@@ -146,7 +153,13 @@ class WorkflowHandle(AsyncHandleMethods):
 def _ms_from_now(value: timedelta | float | int | None, what: str) -> int | None:
     if value is None:
         return None
-    return now_ms() + to_ms(value, what)
+    try:
+        at = now_ms() + to_ms(value, what)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidArgumentError(what, str(exc)) from None
+    if at >= MAX_TIMESTAMP_EXCLUSIVE:  # the store keeps instants below 2**53 ms
+        raise InvalidArgumentError(what, f"{what} is too far in the future, got {value!r:.100}")
+    return at
 
 
 def start(
@@ -201,6 +214,8 @@ def _start(
     priority: int,
     concurrency_key: str | None,
 ) -> WorkflowHandle:
+    if not isinstance(name, str):
+        raise InvalidArgumentError("name", f"workflow name must be a string, got {name!r:.100}")
     definition = get_workflow(name)  # UnknownWorkflowType before anything is written
     queue_fields = queues.run_fields(
         queue if queue is not None else definition.queue, priority, concurrency_key
@@ -210,17 +225,27 @@ def _start(
         workflow_id = str(uuid.uuid4())
     workflow_id = validate_workflow_id(workflow_id)
     if idempotency_key is not None and (
-        not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 255
+        not isinstance(idempotency_key, str)
+        or not 0 < len(idempotency_key) <= 255
+        or not is_storable_text(idempotency_key)
     ):
-        raise ValueError("idempotency_key must be a string of 1 to 255 characters")
+        raise InvalidArgumentError(
+            "idempotency_key",
+            "idempotency_key must be a string of 1 to 255 characters (no NUL, no lone "
+            f"surrogate), got {idempotency_key!r:.300}",
+        )
     if on_conflict not in ("error", "start-new"):
-        raise ValueError(f"on_conflict must be 'error' or 'start-new', got {on_conflict!r}")
+        raise InvalidArgumentError(
+            "on_conflict", f"on_conflict must be 'error' or 'start-new', got {on_conflict!r:.100}"
+        )
     if start_at is not None and start_after is not None:
-        raise ValueError("give start_at or start_after, not both")
+        raise InvalidArgumentError("start_at", "give start_at or start_after, not both")
     begin_at = _ms_from_now(start_after, "start_after")
     if start_at is not None:
         if not isinstance(start_at, datetime) or start_at.tzinfo is None:
-            raise ValueError("start_at must be an aware datetime")
+            raise InvalidArgumentError(
+                "start_at", f"start_at must be an aware datetime, got {start_at!r:.100}"
+            )
         begin_at = int(start_at.timestamp() * 1000)
     deadline = _ms_from_now(execution_timeout, "execution_timeout")
     if deadline is not None and begin_at is not None:
@@ -374,22 +399,26 @@ def query(workflow_id: str, name: str, *args: Any) -> Any:
         record=False,
     )
     outcome = replay.advance()
-    handler = replay.ctx.query_handlers.get(name)
+    handler = replay.ctx.query_handlers.get(check_name("query", name))
     if handler is None:
-        raise LookupError(
-            f"workflow {workflow_id!r} has no query handler {name!r} "
-            f"(registered: {sorted(replay.ctx.query_handlers) or 'none'})"
-        )
+        raise UnknownQuery(workflow_id, name, sorted(replay.ctx.query_handlers))
     del outcome  # Frontier or terminal: the handler sees the state either way
     return normalize(f"query {name!r} result", handler(*args))
 
 
 def purge(workflow_id: str | None = None, *, older_than: timedelta | None = None) -> int:
     if (workflow_id is None) == (older_than is None):
-        raise ValueError("give a workflow_id or older_than")
+        raise InvalidArgumentError("older_than", "give a workflow_id or older_than")
     if workflow_id is not None:
-        return operations.purge(workflow_id)
-    assert older_than is not None
+        return operations.purge(check_lookup_id(workflow_id))
+    if not isinstance(older_than, timedelta) or not timedelta(0) <= older_than <= datetime.now(
+        UTC
+    ) - datetime(1, 1, 2, tzinfo=UTC):
+        raise InvalidArgumentError(
+            "older_than",
+            "older_than must be a non-negative timedelta reaching no further back than the "
+            f"year 1, got {older_than!r:.100}",
+        )
     return operations.purge_older_than(older_than)
 
 
@@ -397,7 +426,7 @@ def ownership_status(workflow_id: str) -> dict[str, Any]:
     """The owner of ``workflow_id`` as the API's ``ownership/`` endpoint serves it."""
     settings = get_settings()
     db = settings.database
-    run = WorkflowRun.objects.using(db).latest_for(workflow_id)
+    run = WorkflowRun.objects.using(db).latest_for(check_lookup_id(workflow_id))
     claim = WorkflowClaim.objects.using(db).filter(pk=workflow_id).first()
     holder = None
     expired = False

@@ -44,7 +44,8 @@ from weft_django.conf import get_settings
 from weft_django.engine.handoff import Handoff, as_committed
 from weft_django.engine.host import TurnHost
 from weft_django.engine.pickup import announce_started, pending_due, pickup_parts
-from weft_django.errors import EngineDeposedError
+from weft_django.errors import EngineDeposedError, InvalidArgumentError
+from weft_django.ids import is_storable_text
 from weft_django.models import QueueSlot, WorkflowRun
 from weft_django.ownership.batch import Insert, RunCondition, Update, is_retryable
 from weft_django.ownership.fence import fenced_commit
@@ -63,15 +64,23 @@ SWEEP_CHANCE = 0.2
 READMIT_RETRY_MS = 1000
 
 
-class UnknownQueueError(ValueError):
-    """A queue name that ``WEFT["QUEUES"]`` does not declare."""
+class UnknownQueueError(InvalidArgumentError):
+    """A queue name that ``WEFT["QUEUES"]`` does not declare (an
+    ``InvalidArgumentError`` -- so a ``WeftError`` and a ``ValueError`` -- with
+    its own code)."""
 
     code = "unknown_queue"
 
     def __init__(self, queue: object, where: str = "queue") -> None:
         known = ", ".join(sorted(get_settings().queues)) or "none"
-        super().__init__(f"{where} {queue!r} is not declared in WEFT['QUEUES'] (declared: {known})")
+        super().__init__(
+            where, f"{where} {queue!r:.300} is not declared in WEFT['QUEUES'] (declared: {known})"
+        )
         self.queue = queue
+        self.where = where
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.queue, self.where))
 
 
 def validate_start(
@@ -81,14 +90,20 @@ def validate_start(
     if queue is not None and (not isinstance(queue, str) or queue not in get_settings().queues):
         raise UnknownQueueError(queue)
     if isinstance(priority, bool) or not isinstance(priority, int):
-        raise ValueError(f"priority must be an integer, got {priority!r}")
+        raise InvalidArgumentError(
+            "priority", f"priority must be an integer, got {priority!r:.100}"
+        )
     if not -(2**31) <= priority < 2**31:
-        raise ValueError(f"priority must fit in 32 bits, got {priority!r}")
+        raise InvalidArgumentError("priority", f"priority must fit in 32 bits, got {priority!r}")
     if concurrency_key is not None and (
-        not isinstance(concurrency_key, str) or not 0 < len(concurrency_key) <= 200
+        not isinstance(concurrency_key, str)
+        or not 0 < len(concurrency_key) <= 200
+        or not is_storable_text(concurrency_key)
     ):
-        raise ValueError(
-            f"concurrency_key must be a string of 1 to 200 characters, got {concurrency_key!r}"
+        raise InvalidArgumentError(
+            "concurrency_key",
+            "concurrency_key must be a string of 1 to 200 characters (no NUL, no lone "
+            f"surrogate), got {concurrency_key!r:.300}",
         )
     return queue, priority, concurrency_key
 
@@ -97,7 +112,9 @@ def run_fields(queue: str | None, priority: object, concurrency_key: object) -> 
     """The ``WorkflowRun`` fields of a start's flow control (none when it has none)."""
     queue, priority, concurrency_key = validate_start(queue, priority, concurrency_key)
     if queue is None and concurrency_key is not None:
-        raise ValueError(f"concurrency_key {concurrency_key!r} needs a queue")
+        raise InvalidArgumentError(
+            "concurrency_key", f"concurrency_key {concurrency_key!r:.300} needs a queue"
+        )
     fields: dict[str, Any] = {}
     if queue is not None:
         fields.update(queue=queue, priority=priority, concurrency_key=concurrency_key)

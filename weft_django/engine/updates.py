@@ -40,11 +40,13 @@ from weft_django.engine.store import load_events
 from weft_django.engine.update_answers import DONE_EVENT, answer_key
 from weft_django.engine.wakes import announce_event, backends
 from weft_django.errors import (
+    InvalidArgumentError,
     InvalidTransitionError,
     UnknownUpdate,
     UpdateRejected,
     WorkflowTimeoutError,
 )
+from weft_django.ids import check_name, is_storable_text
 from weft_django.models import (
     LIVE_STATUSES,
     TERMINAL_STATUSES,
@@ -80,17 +82,28 @@ def update(
     same ``update_id`` waits for the same answer). The handler's exception is
     raised again here (rebuilt from the recorded error).
     """
-    if not isinstance(name, str) or not name or len(name) > 200:
-        raise ValueError(
-            f"update name must be a non-empty string of at most 200 characters, got {name!r}"
-        )
+    check_name("update", name)
     given = update_id is not None
     if update_id is None:
         update_id = str(uuid.uuid4())
-    if not isinstance(update_id, str) or not 0 < len(update_id) <= MAX_UPDATE_ID:
-        raise ValueError(f"update_id must be a string of 1 to {MAX_UPDATE_ID} characters")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
-        raise ValueError(f"timeout must be a number of seconds, got {timeout!r}")
+    if (
+        not isinstance(update_id, str)
+        or not 0 < len(update_id) <= MAX_UPDATE_ID
+        or not is_storable_text(update_id)
+    ):
+        raise InvalidArgumentError(
+            "update_id",
+            f"update_id must be a string of 1 to {MAX_UPDATE_ID} characters, "
+            f"got {update_id!r:.300}",
+        )
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 <= timeout < float("inf")
+    ):
+        raise InvalidArgumentError(
+            "timeout", f"timeout must be a number of seconds, got {timeout!r:.100}"
+        )
     stored_args = normalize(f"arguments of update {name!r}", list(args))
     db = get_settings().database
     if timeout > 0 and connections[db].in_atomic_block:

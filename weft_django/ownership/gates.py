@@ -1,6 +1,8 @@
 """Start-up gates (SPEC §4.3), run by ``Engine.boot()`` before anything else.
 
-1. Capability: the database can run the conditional batch safely.
+1. Capability: the database can run the conditional batch safely -- the
+   configuration first (no connection), then what the live connection's
+   ``features.supports_transactions`` says.
 2. Mode marker: every engine sharing a store under a fencing mode agrees on
    the mode. Absent → established with a CAS on absence; present and
    different → ``OwnershipModeMismatchError``; present but undecodable →
@@ -43,7 +45,7 @@ def run_gates(host: OwnershipHost) -> MarkerRecord | None:
     mode = host.ownership
     db = host.settings.database
     if mode in FENCING_MODES:
-        problems = store.capability_problems(db, mode)
+        problems = store.capability_problems(db, mode) or store.transaction_problems(db, mode)
         if problems:
             raise ImproperlyConfigured(
                 f"OWNERSHIP={mode!r} needs a database that supports the conditional batch: "

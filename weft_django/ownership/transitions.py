@@ -108,6 +108,10 @@ _EVENT_FIELDS = (
 _event_positional: bool | None = None
 
 
+#: ``ClaimEvent.reason``'s length (a longer cancel reason failed on PostgreSQL).
+REASON_LENGTH = 200
+
+
 def _event(
     kind: str,
     snapshot: ClaimSnapshot,
@@ -121,6 +125,7 @@ def _event(
         fields = tuple(f.attname for f in ClaimEvent._meta.concrete_fields)
         _event_positional = fields == _EVENT_FIELDS
     previous_engine_id = snapshot.engine_id or ""
+    reason = reason[:REASON_LENGTH]  # the column's length; the run keeps the whole reason
     if _event_positional:
         return Insert(
             ClaimEvent(

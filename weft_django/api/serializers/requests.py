@@ -15,7 +15,7 @@ from rest_framework import serializers
 from weft_django.engine.definitions import get_workflow
 from weft_django.engine.payload import normalize
 from weft_django.errors import PayloadError, UnknownWorkflowType
-from weft_django.ids import WORKFLOW_ID_HELP, WORKFLOW_ID_RE
+from weft_django.ids import TOKEN_CHARS, TOKEN_RE, WORKFLOW_ID_HELP, WORKFLOW_ID_RE
 from weft_django.models import RUN_STATUSES
 
 from .fields import (
@@ -163,12 +163,23 @@ class QuerySerializer(serializers.Serializer):
     )
 
 
+def _token_field() -> StrictCharField:
+    return StrictCharField(
+        required=False,
+        max_length=512,
+        validators=[RegexValidator(TOKEN_RE, message=f"Must match {TOKEN_CHARS}.", code="invalid")],
+        help_text="The token, when neither the path nor the Weft-Async-Token header carries "
+        "it. Prefer the header: a path ends up in access logs.",
+    )
+
+
 class CompleteAsyncSerializer(serializers.Serializer):
-    """`POST async-activities/<token>/complete/`."""
+    """`POST async-activities/complete/` (or `<token>/complete/`)."""
 
     result = JSONPayloadField(
         what="async activity result", required=False, allow_null=True, default=None
     )
+    token = _token_field()
 
 
 class AsyncErrorSerializer(serializers.Serializer):
@@ -180,9 +191,10 @@ class AsyncErrorSerializer(serializers.Serializer):
 
 
 class FailAsyncSerializer(serializers.Serializer):
-    """`POST async-activities/<token>/fail/`."""
+    """`POST async-activities/fail/` (or `<token>/fail/`)."""
 
     error = AsyncErrorSerializer()
+    token = _token_field()
 
     def validate_error(self, value: dict[str, Any]) -> dict[str, Any]:
         # The parts passed; the whole record must fit MAX_PAYLOAD_BYTES too.

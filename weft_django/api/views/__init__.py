@@ -21,7 +21,12 @@ from .actions import (
     WorkflowSignalView,
     WorkflowSuspendView,
 )
-from .async_tokens import AsyncActivityCompleteView, AsyncActivityFailView
+from .async_tokens import (
+    AsyncActivityCompleteByTokenView,
+    AsyncActivityCompleteView,
+    AsyncActivityFailByTokenView,
+    AsyncActivityFailView,
+)
 from .base import WeftAPIView, WorkflowActionView
 from .fallback import not_found
 from .metrics import MetricsView
@@ -29,7 +34,9 @@ from .ownership import ClaimListView, EngineListView, WorkflowClaimEventsView, W
 from .workflows import WorkflowDetailView, WorkflowHistoryView, WorkflowListView
 
 __all__ = [
+    "AsyncActivityCompleteByTokenView",
     "AsyncActivityCompleteView",
+    "AsyncActivityFailByTokenView",
     "AsyncActivityFailView",
     "ClaimListView",
     "EngineListView",

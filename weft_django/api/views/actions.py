@@ -28,7 +28,7 @@ from weft_django.api.serializers import (
     WorkflowDetailSerializer,
 )
 from weft_django.engine import client, external
-from weft_django.errors import WeftError
+from weft_django.errors import UnknownQuery, WeftError
 
 from .base import WorkflowActionView, actor, detail_response
 
@@ -189,12 +189,10 @@ class WorkflowQueryView(WorkflowActionView):
         name = data["name"]
         try:
             result = client.query(workflow_id, name, *data["args"])
+        except UnknownQuery as exc:  # the client's "no such handler": a field error
+            raise exceptions.ValidationError({"name": [str(exc)]}) from None
         except (WeftError, DatabaseError):
             raise
-        except LookupError as exc:
-            if type(exc) is LookupError:  # the client's "no such handler"
-                raise exceptions.ValidationError({"name": [str(exc)]}) from None
-            raise self._failed(name, exc) from None
         except Exception as exc:
             raise self._failed(name, exc) from None
         body = {"workflow_id": workflow_id, "name": name, "result": result}

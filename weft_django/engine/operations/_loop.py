@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 
 from weft_django.conf import get_settings
 from weft_django.errors import InvalidTransitionError, WorkflowNotFound
+from weft_django.ids import check_lookup_id
 from weft_django.models import WorkflowClaim, WorkflowRun
 from weft_django.ownership.batch import Condition, Write, conditional_batch
 from weft_django.ownership.transitions import ClaimSnapshot
@@ -29,7 +30,7 @@ T = TypeVar("T")
 def latest_run(workflow_id: str, using: str | None = None) -> WorkflowRun:
     """The newest run of ``workflow_id`` (``WorkflowNotFound`` if none)."""
     db = using or get_settings().database
-    run = WorkflowRun.objects.using(db).latest_for(workflow_id)
+    run = WorkflowRun.objects.using(db).latest_for(check_lookup_id(workflow_id))
     if run is None:
         raise WorkflowNotFound(workflow_id)
     return run

@@ -42,7 +42,13 @@ from weft_django.engine.operations.wake import REACTIVATABLE, resume, retry
 from weft_django.engine.run_filters import RunFilter
 from weft_django.engine.run_metrics import record_stops
 from weft_django.engine.wakes import Wake, WakeSubject, announce_many
-from weft_django.errors import InvalidRunFilter, InvalidTransitionError, WorkflowNotFound
+from weft_django.errors import (
+    InvalidArgumentError,
+    InvalidRunFilter,
+    InvalidTransitionError,
+    WorkflowNotFound,
+)
+from weft_django.ids import check_reason
 from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, TERMINAL_STATUSES, WorkflowRun
 from weft_django.ownership.batch import conditional_batch
 
@@ -133,7 +139,9 @@ def run_many(
     if action not in BULK_ACTIONS:
         raise ValueError(f"bulk action must be one of {', '.join(BULK_ACTIONS)}, got {action!r}")
     if not isinstance(filter, RunFilter):
-        raise TypeError(f"{action}_many() needs a RunFilter, got {filter!r:.100}")
+        raise InvalidArgumentError(
+            "filter", f"{action}_many() needs a RunFilter, got {filter!r:.100}"
+        )
     if filter.is_empty() and not allow_all:
         raise InvalidRunFilter(
             "all",
@@ -201,9 +209,14 @@ def _run(
     log: BulkLog | None = None,
 ) -> BulkResult:
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
-        raise ValueError(f"chunk_size must be an integer, got {chunk_size!r}")
+        raise InvalidArgumentError(
+            "chunk_size", f"chunk_size must be an integer, got {chunk_size!r:.100}"
+        )
     if not 1 <= chunk_size <= MAX_CHUNK_SIZE:
-        raise ValueError(f"chunk_size must be from 1 to {MAX_CHUNK_SIZE}, got {chunk_size}")
+        raise InvalidArgumentError(
+            "chunk_size", f"chunk_size must be from 1 to {MAX_CHUNK_SIZE}, got {chunk_size}"
+        )
+    check_reason(reason)
     total = runs.count()
     if dry_run:
         would = _eligible(action, runs).count()

@@ -44,6 +44,7 @@ from weft_django.engine.operations.stop import (
 from weft_django.engine.run_metrics import record_stops
 from weft_django.engine.wakes import WakeSubject, announce_event
 from weft_django.errors import InvalidTransitionError
+from weft_django.ids import check_reason
 from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, WorkflowRun
 from weft_django.ownership.batch import Condition, RowCondition, RunCondition, Update, Write
 
@@ -70,6 +71,7 @@ def cancel(
     ``cancel_grace``, else immediate. ``force=True``: immediate, whatever the
     grace. A run already cancel-requested is ended at once (a second cancel).
     """
+    check_reason(reason)
     if force and grace is not None:
         raise ValueError(f"cancel: grace ({grace!r}) cannot be combined with force=True")
     grace_ms = optional_ms(grace, "cancel grace")

@@ -26,8 +26,8 @@ from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations._loop import Prepared, commit_with_retries
 from weft_django.engine.payload import normalize
 from weft_django.engine.wakes import Wake, announce
-from weft_django.errors import WorkflowAlreadyRunning
-from weft_django.ids import validate_workflow_id
+from weft_django.errors import InvalidArgumentError, WorkflowAlreadyRunning
+from weft_django.ids import check_name, validate_workflow_id
 from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, SignalMessage, WorkflowRun
 from weft_django.ownership.batch import Insert, RunCondition, UniqueAbsence, Update
 
@@ -49,13 +49,12 @@ def signal_with_start(
 def _signal_with_start(
     name: str, input: Any, workflow_id: str, signal: str, payload: Any
 ) -> tuple[WorkflowRun, SignalMessage, bool]:
+    if not isinstance(name, str):
+        raise InvalidArgumentError("name", f"workflow name must be a string, got {name!r:.100}")
     get_workflow(name)  # UnknownWorkflowType before anything is written
     stored_input = normalize("workflow input", input)
     workflow_id = validate_workflow_id(workflow_id)
-    if not isinstance(signal, str) or not signal or len(signal) > 200:
-        raise ValueError(
-            f"signal name must be a non-empty string of at most 200 characters, got {signal!r}"
-        )
+    check_name("signal", signal)
     stored_payload = normalize(f"payload of signal {signal!r}", payload)
     db = get_settings().database
 

@@ -33,6 +33,7 @@ from weft_django.engine.run_metrics import record_stops
 from weft_django.engine.store import bump_parent
 from weft_django.engine.wakes import announce_event
 from weft_django.errors import InvalidTransitionError, WorkflowNotFound
+from weft_django.ids import check_reason, validate_workflow_id
 from weft_django.models import (
     DRIVABLE_STATUSES,
     LIVE_STATUSES,
@@ -217,7 +218,7 @@ def run_stop(
 
 
 def suspend(workflow_id: str, reason: str = "", *, actor: str = "client") -> WorkflowRun:
-    return run_stop(workflow_id, suspend_spec(reason), actor=actor)
+    return run_stop(workflow_id, suspend_spec(check_reason(reason)), actor=actor)
 
 
 def timeout(run: WorkflowRun, *, actor: str) -> WorkflowRun | None:
@@ -246,7 +247,10 @@ def force_release(workflow_id: str, *, actor: str = "admin") -> int:
     per-workflow claim to rotate): ``ImproperlyConfigured`` otherwise, with
     nothing written. The workflow's drivable run, if any, is announced
     ``"released"`` so an engine takes it over without waiting for a poll.
+    A ``workflow_id`` outside the id grammar is refused (``InvalidArgumentError``)
+    before anything is read: no claim row can have it.
     """
+    validate_workflow_id(workflow_id)
     settings = get_settings()
     refusal = force_release_refusal(settings.ownership)
     if refusal is not None:

@@ -22,6 +22,7 @@ from weft_django.engine.payload import normalize
 from weft_django.engine.store import hash_token
 from weft_django.engine.wakes import announce_event
 from weft_django.errors import AsyncActivityTokenError, InvalidTransitionError
+from weft_django.ids import check_name, is_storable_text
 from weft_django.models import (
     LIVE_STATUSES,
     TERMINAL_STATUSES,
@@ -130,10 +131,7 @@ def retry(workflow_id: str) -> WorkflowRun:
 
 def signal(workflow_id: str, name: str, payload: Any) -> SignalMessage:
     db = get_settings().database
-    if not isinstance(name, str) or not name or len(name) > 200:
-        raise ValueError(
-            f"signal name must be a non-empty string of at most 200 characters, got {name!r}"
-        )
+    check_name("signal", name)
     # JSON only (SPEC §1): refused here, before anything is written.
     payload = normalize(f"payload of signal {name!r}", payload)
 
@@ -163,8 +161,8 @@ def settle_async(
     token: str, *, result: Any = None, error: dict[str, Any] | None = None
 ) -> AsyncActivity:
     """Record an async activity's completion or failure (single use)."""
-    if not isinstance(token, str) or not token:
-        raise AsyncActivityTokenError("unknown")
+    if not isinstance(token, str) or not token or not is_storable_text(token):
+        raise AsyncActivityTokenError("unknown")  # no row can have it
     return settle_async_hash(hash_token(token), result=result, error=error)
 
 

@@ -30,9 +30,11 @@ from weft_django.engine.payload import normalize
 from weft_django.engine.schedules.starting import start_run
 from weft_django.engine.schedules.ticking import spec_of
 from weft_django.errors import (
+    InvalidArgumentError,
     InvalidTransitionError,
     ScheduleAlreadyExists,
     ScheduleNotFound,
+    WeftError,
     WorkflowNotFound,
 )
 from weft_django.models import Schedule, WorkflowRun
@@ -59,10 +61,25 @@ def _db() -> str:
     return get_settings().database
 
 
+def _schedule_id(value: object) -> str:
+    """``validate_schedule_id`` refusing with ``InvalidArgumentError`` (a ``ValueError``)."""
+    try:
+        return validate_schedule_id(value)
+    except ValueError as exc:
+        raise InvalidArgumentError("schedule_id", str(exc)) from None
+
+
 def validated(schedule_id: object, fields: dict[str, Any]) -> ScheduleSpec:
     """``build_spec`` plus what the kernel cannot check: the workflow is
-    registered here, the input is JSON of allowed size."""
-    spec = build_spec(schedule_id, fields)
+    registered here, the input is JSON of allowed size. A bad field is an
+    ``InvalidArgumentError`` (a ``ValueError``, as ``build_spec`` raises for
+    settings) naming it."""
+    try:
+        spec = build_spec(schedule_id, fields)
+    except WeftError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError("schedule", str(exc)) from None
     get_workflow(spec.workflow)  # UnknownWorkflowType, naming it
     normalize(f"input of schedule {spec.schedule_id!r}", spec.input)
     return spec
@@ -158,12 +175,13 @@ def _current_fields(row: Schedule) -> dict[str, Any]:
 
 def apply_update(schedule_id: str, fields: dict[str, Any], *, declared_spec: Any = ...) -> Schedule:
     """Merge ``fields`` over the stored spec, validate, write, wake the driver."""
-    schedule_id = validate_schedule_id(schedule_id)
+    schedule_id = _schedule_id(schedule_id)
     unknown = sorted(set(fields) - set(SPEC_FIELDS))
     if unknown:
-        raise ValueError(
+        raise InvalidArgumentError(
+            "fields",
             f"update_schedule: unknown field(s) {', '.join(map(repr, unknown))}; "
-            f"known: {', '.join(SPEC_FIELDS)}"
+            f"known: {', '.join(SPEC_FIELDS)}",
         )
     db = _db()
     with transaction.atomic(using=db):
@@ -211,7 +229,7 @@ def resume_schedule(schedule_id: str) -> dict[str, Any]:
 
 def delete_schedule(schedule_id: str) -> None:
     """Delete the row; the driver sees it gone and completes. Runs stay."""
-    schedule_id = validate_schedule_id(schedule_id)
+    schedule_id = _schedule_id(schedule_id)
     db = _db()
     with transaction.atomic(using=db):
         deleted, _ = Schedule.objects.using(db).filter(pk=schedule_id).delete()
@@ -238,7 +256,7 @@ def _start_counted(
 def trigger_schedule(schedule_id: str) -> tuple[str, str]:
     """Start one run now, outside the ticks (whatever the overlap policy);
     ``(workflow_id, run_id)``."""
-    row = _row(validate_schedule_id(schedule_id))
+    row = _row(_schedule_id(schedule_id))
     spec = spec_of(row)
     now = now_ms()
     workflow_id = f"{tick_workflow_id(spec.schedule_id, now)}-t{uuid.uuid4().hex[:6]}"
@@ -247,7 +265,9 @@ def trigger_schedule(schedule_id: str) -> tuple[str, str]:
 
 def _ms(value: datetime, what: str) -> int:
     if not isinstance(value, datetime) or value.tzinfo is None:
-        raise ValueError(f"backfill_schedule {what} must be an aware datetime, got {value!r}")
+        raise InvalidArgumentError(
+            what, f"backfill_schedule {what} must be an aware datetime, got {value!r:.100}"
+        )
     return int(value.timestamp() * 1000)
 
 
@@ -256,19 +276,20 @@ def backfill_schedule(schedule_id: str, start: datetime, end: datetime) -> list[
     tick's run is the one its idempotency key names: a tick the driver fired,
     or an earlier backfill, is not started twice). ``(workflow_id, run_id)``
     of each tick's run, in tick order."""
-    row = _row(validate_schedule_id(schedule_id))
+    row = _row(_schedule_id(schedule_id))
     spec = spec_of(row)
     low, high = _ms(start, "start"), _ms(end, "end")
     if high < low:
-        raise ValueError("backfill_schedule: end must not be before start")
+        raise InvalidArgumentError("end", "backfill_schedule: end must not be before start")
     ticks: list[int] = []
     for tick in ticks_after(spec, low - 1):
         if tick > high:
             break
         ticks.append(tick)
         if len(ticks) > MAX_BACKFILL_TICKS:
-            raise ValueError(
-                f"backfill_schedule: more than {MAX_BACKFILL_TICKS} ticks in that range; split it"
+            raise InvalidArgumentError(
+                "end",
+                f"backfill_schedule: more than {MAX_BACKFILL_TICKS} ticks in that range; split it",
             )
     handles = []
     for tick in ticks:
@@ -349,7 +370,7 @@ def recent_runs(schedule_id: str, limit: int = 10) -> list[dict[str, Any]]:
 
 def describe_schedule(schedule_id: str, *, next_count: int = 5) -> dict[str, Any]:
     """The schedule, its next ``next_count`` fire times, tick counts and recent runs."""
-    row = _row(validate_schedule_id(schedule_id))
+    row = _row(_schedule_id(schedule_id))
     out = summary(row, next_count=next_count)
     out["recent_runs"] = recent_runs(schedule_id)
     driver = WorkflowRun.objects.using(_db()).latest_for(driver_workflow_id(schedule_id))

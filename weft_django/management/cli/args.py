@@ -29,6 +29,14 @@ def json_option(option: str, text: str | None) -> Any:
         return None
     try:
         return json.loads(text)
+    except RecursionError:  # "[[[[..." deeper than the decoder's stack
+        raise CliError(
+            "invalid_json",
+            f"{option} nests too deeply to be a payload: {shown(text)}",
+            EXIT_USAGE,
+            option=option,
+            value=text[:200],
+        ) from None
     except json.JSONDecodeError as exc:
         raise CliError(
             "invalid_json",

@@ -16,6 +16,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from weft_django.engine import client
+from weft_django.ids import is_storable_text
 from weft_django.models import WorkflowRun
 
 from .args import json_option
@@ -42,7 +43,7 @@ def run(options: dict[str, Any], console: Console) -> None:
     data = json_option("--input", options["input"])
     key: str | None = options["idempotency_key"]
     existing = None
-    if key is not None:
+    if key is not None and is_storable_text(key):  # else client.start refuses it, naming it
         existing = (
             WorkflowRun.objects.using(db())
             .filter(idempotency_key=key)

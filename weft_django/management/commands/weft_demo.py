@@ -15,6 +15,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from weft_django.management import checked_args as checked
+
 
 class Command(BaseCommand):
     help = "Run the demo order workflow on an in-process engine."
@@ -29,6 +31,8 @@ class Command(BaseCommand):
         from weft_django.engine.definitions import has_workflow
         from weft_django.models import ClaimEvent, JournalEntry, WorkflowRun
 
+        checked.seconds("--sleep", options["sleep"])
+        checked.seconds("--timeout", options["timeout"], positive=True)
         if not has_workflow("order"):
             raise CommandError("the demo workflow 'order' is not registered (add project.demo)")
         engine = Engine().start()

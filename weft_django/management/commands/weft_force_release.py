@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from weft_django.conf import get_settings
 from weft_django.engine import client
 from weft_django.errors import WeftError
+from weft_django.management import checked_args as checked
 from weft_django.models import WorkflowClaim, WorkflowRun
 
 
@@ -37,7 +38,8 @@ class Command(BaseCommand):
         # Outside OWNERSHIP="workflow-lease" force_release itself refuses
         # (ImproperlyConfigured, nothing written): reported as a CommandError.
         settings = get_settings()
-        workflow_id: str = options["workflow_id"]
+        workflow_id = checked.workflow_id(options["workflow_id"])
+        actor = checked.text("--actor", str(options["actor"]))
         db = settings.database
         claim = WorkflowClaim.objects.using(db).filter(pk=workflow_id).first()
         if (
@@ -48,7 +50,7 @@ class Command(BaseCommand):
             raise CommandError(f"no claim and no run for workflow id {workflow_id!r}")
         previous = (claim.epoch, claim.engine_id) if claim is not None else (0, None)
         try:
-            epoch = client.force_release(workflow_id, actor=str(options["actor"])[:200])
+            epoch = client.force_release(workflow_id, actor=actor)
         except (WeftError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         holder = previous[1] or "no holder"

@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from weft_django.engine.definitions import has_workflow
 from weft_django.engine.replay_check import Finding, ReplayReport, check_live_runs, live_runs
+from weft_django.management import checked_args as checked
 
 
 def _limit(value: str) -> int:
@@ -48,6 +49,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         workflow: str | None = options["workflow"]
+        if workflow is not None:
+            checked.text("--workflow", workflow)
         limit = _limit(options["limit"]) if options["limit"] is not None else None
         if workflow is not None and not has_workflow(workflow) and not live_runs(workflow).exists():
             raise CommandError(

@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from weft_django.conf import get_settings
 from weft_django.inspection import ClusterStatus, cluster_status, format_age, format_ms
+from weft_django.management import checked_args as checked
 from weft_django.management.schedule_status import print_schedules
 
 
@@ -55,7 +56,8 @@ class Command(BaseCommand):
         max_lag = float(options["max_lag"])
         if not max_lag >= 0:
             raise CommandError("--max-lag must be a non-negative number of seconds")
-        status = cluster_status(recent_engines=max(0, int(options["engines"])))
+        engines = checked.count("--engines", int(options["engines"]), 0, 10_000)
+        status = cluster_status(recent_engines=engines)
         if options["json"]:
             data = status.to_json(max_lag if options["check"] else None)
             self.stdout.write(json.dumps(data, indent=2, sort_keys=True))

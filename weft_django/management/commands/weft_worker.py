@@ -24,6 +24,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from weft_django.errors import OwnershipModeMismatchError
+from weft_django.management import checked_args as checked
+from weft_django.ownership.codec import MAX_ENGINE_ID_LENGTH
 from weft_django.warnings import WeftWarning
 
 
@@ -61,10 +63,17 @@ class Command(BaseCommand):
         from weft_django.engine import Engine
         from weft_django.engine.local_scheduler import LocalScheduler
 
-        self._configure_logging(options["log_level"])
+        # Every typed value is checked before logging is touched or an engine built.
+        level = checked.log_level(options["log_level"])
+        grace = checked.seconds("--grace", options["grace"])
+        if options["engine_id"] is not None:
+            checked.text("--engine-id", options["engine_id"], MAX_ENGINE_ID_LENGTH)
         overrides: dict[str, Any] = {}
-        if options["concurrency"]:
-            overrides["worker_concurrency"] = options["concurrency"]
+        if options["concurrency"] is not None:
+            overrides["worker_concurrency"] = checked.count(
+                "--concurrency", options["concurrency"], 1, 10_000
+            )
+        self._configure_logging(level)
         engine = Engine(
             engine_id=options["engine_id"],
             scheduler=LocalScheduler(listens=not options["no_listen"]),
@@ -90,7 +99,7 @@ class Command(BaseCommand):
             if engine.halted:
                 self.stderr.write("engine halted (lease lost)")
                 break
-        engine.dispose(grace=options["grace"])
+        engine.dispose(grace=grace)
         self.stdout.write(f"weft_worker {engine.engine_id} stopped")
         self.stdout.flush()
 

@@ -45,6 +45,12 @@ from weft_django.conf import mark_process_transport
 from weft_django.engine.wakes import backends
 from weft_django.transports.celery.bootstep import WeftNodeStep, connect_signals
 from weft_django.transports.celery.fixup import keep_connections_for_weft_tasks
+from weft_django.transports.celery.message_checks import (
+    MalformedMessage,
+    discard,
+    parse_drive,
+    parse_pickup,
+)
 from weft_django.transports.celery.messages import (
     DEFAULT_QUEUE,
     DRIVE_TASK,
@@ -117,21 +123,38 @@ def uninstall() -> None:
 def _register_tasks(app: Celery) -> None:
     # Each returns ``{"outcome", "workflow_id", "run_id"}`` (``wake_report``):
     # what Flower shows, e.g. ``{"outcome": "duplicate", "workflow_id": ...}``.
+    # ``*args, **kwargs``: a message of the wrong shape is discarded by
+    # ``message_checks`` with a warning, never a crash inside the worker.
     @app.task(name=DRIVE_TASK, bind=True, ignore_result=True, shared=False)
-    def weft_drive(
-        self: Any, run_id: str, wake_kind: str | None, engine_id: str, epoch: int, **options: Any
-    ) -> dict[str, str]:
+    def weft_drive(self: Any, *args: Any, **kwargs: Any) -> dict[str, str]:
         """Drive one turn of ``run_id`` if the wake guard lets it (owner node only)."""
         from weft_django.transports.celery.pool import run_drive
 
-        return run_drive(run_id, wake_kind, engine_id, epoch, **options).as_result(run_id)
+        try:
+            m = parse_drive(args, kwargs)
+        except MalformedMessage as error:
+            return discard(DRIVE_TASK, error)
+        return run_drive(
+            m.run_id,
+            m.wake_kind,
+            m.engine_id,
+            m.epoch,
+            via=m.via,
+            due_ms=m.due_ms,
+            attempt=m.attempt,
+            workflow_id=m.workflow_id,
+        ).as_result(m.run_id)
 
     @app.task(name=PICKUP_TASK, bind=True, ignore_result=True, shared=False)
-    def weft_pickup(self: Any, run_id: str, **options: Any) -> dict[str, str]:
+    def weft_pickup(self: Any, *args: Any, **kwargs: Any) -> dict[str, str]:
         """Pick up a pending run (claim folded into the write), then drive it."""
         from weft_django.transports.celery.pool import run_pickup
 
-        return run_pickup(run_id, **options).as_result(run_id)
+        try:
+            m = parse_pickup(args, kwargs)
+        except MalformedMessage as error:
+            return discard(PICKUP_TASK, error)
+        return run_pickup(m.run_id, due_ms=m.due_ms, workflow_id=m.workflow_id).as_result(m.run_id)
 
 
 __all__ = [

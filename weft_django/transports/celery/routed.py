@@ -79,10 +79,20 @@ def uninstall_routing() -> None:
 
 def _register_task(app: Celery) -> None:
     @app.task(name=ROUTED_TASK, bind=True, ignore_result=True, shared=False, max_retries=0)
-    def weft_run_routed_activity(self: Any, message: dict[str, Any]) -> str:
+    def weft_run_routed_activity(self: Any, *args: Any, **kwargs: Any) -> str:
         """Run one routed activity attempt and answer through its token."""
+        from weft_django.transports.celery.message_checks import (
+            MalformedMessage,
+            discard,
+            parse_routed,
+        )
+
+        try:
+            message = parse_routed(args, kwargs)
+        except MalformedMessage as error:
+            return discard(ROUTED_TASK, error)["outcome"]
         worker = str(getattr(self.request, "hostname", "") or socket.gethostname())
-        return run_routed(RoutedMessage.from_json(message), worker=worker)
+        return run_routed(message, worker=worker)
 
 
 def run_routed(message: RoutedMessage, *, worker: str = "") -> str:
