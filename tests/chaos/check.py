@@ -562,6 +562,15 @@ def _check_claims(
                     "never replaced"
                 )
                 continue
+            if newer[0].kind == "acquire" and any(
+                e.kind == "release" and e.epoch == epoch and e.engine_id == fault.engine_id
+                for e in mine
+            ):
+                # Not taken over while it was away (its workflow had nothing to
+                # drive): the holder came back, released it itself (its run ended
+                # or continued as new) and the next run acquired it afresh.
+                result.kept_by_returning_holder += 1
+                continue
             latency = newer[0].at_ms - fault.start_ms
             result.takeover_ms.append(latency)
             if latency > bound:
