@@ -174,6 +174,9 @@ class Audit:
     cleanup_missing: list[str] = field(default_factory=list)
     deadlocks: int = 0
     deadlock_lines: list[str] = field(default_factory=list)
+    #: Queue spans and admissions stamped by an engine under a clock step: no
+    #: evidence either way (``check_capabilities.check_queue``).
+    queue_evidence_skipped: int = 0
     #: ``pg_stat_database.deadlocks`` of the soak's database over the run: every
     #: deadlock PostgreSQL detected, logged by an engine or not (set by the harness).
     pg_deadlocks: int = 0
@@ -227,6 +230,7 @@ class Audit:
             f"rate_peak={self.rate_peak} activity_queue_steps={self.activity_queue_steps} "
             f"activity_queue_peak={self.activity_queue_peak} "
             f"queue_limit_exceeded={len(self.queue_limit_exceeded)} "
+            f"(skewed evidence skipped {self.queue_evidence_skipped}) "
             f"updates={self.updates_sent} (resent {self.updates_resent}, applied "
             f"{self.updates_applied}) update_applied_twice={len(self.update_applied_twice)} "
             f"update_lost={len(self.update_lost)} "
@@ -289,7 +293,9 @@ def audit(
     talks = capabilities.by_name(started, "chaos-talk")
     cancels = capabilities.by_name(started, "chaos-cancel")
     capabilities.check_schedule(result, actions.schedule, runs)
-    capabilities.check_queue(result, capabilities.by_name(started, "chaos-queued"), runs, events)
+    capabilities.check_queue(
+        result, capabilities.by_name(started, "chaos-queued"), runs, events, faults
+    )
     capabilities.check_activity_queue(result, runs)
     capabilities.check_updates(result, talks, finals)
     capabilities.check_published(result, talks, cancels, finals)

@@ -48,11 +48,15 @@ from weft_django.models import ClaimEvent, JournalEntry, StreamEntry, WorkflowEv
 
 if TYPE_CHECKING:
     from tests.chaos.check import Actions, Audit, ScheduleWindow
+    from tests.chaos.injector import FaultRecord
 
 #: The admission's clock reading (its slot's ``admitted_at``) comes a few ms
 #: before its claim's ``ClaimEvent.at_ms``: windows this much shorter than the
 #: rate's are checked, so that gap never reads as a violation.
 RATE_SLACK_MS = 250
+#: A clock step lasts its fault's record; timestamps near it may still carry
+#: the step (the largest step is 2.5 renew intervals of 1 s).
+CLOCK_STEP_MARGIN_MS = 3_000
 #: After the schedule is deleted, ticks this close to the deletion may not have
 #: fired (the driver's engine just faulted, its taker not yet caught up).
 SCHEDULE_TAIL_SLACK_MS = 10_000
@@ -102,21 +106,52 @@ def check_schedule(result: Audit, window: ScheduleWindow | None, runs: list[Work
             )
 
 
+def stepped_windows(faults: Iterable[FaultRecord]) -> dict[str, list[tuple[int, int]]]:
+    """engine id -> the wall-clock windows (widened by the largest step) in
+    which its injected clock was stepped (``clock_step`` faults)."""
+    windows: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for fault in faults:
+        if fault.kind == "clock_step":
+            windows[fault.engine_id].append(
+                (fault.start_ms - CLOCK_STEP_MARGIN_MS, fault.end_ms + CLOCK_STEP_MARGIN_MS)
+            )
+    return windows
+
+
+def _stepped(windows: dict[str, list[tuple[int, int]]], engine_id: str, at_ms: int) -> bool:
+    return any(start <= at_ms <= end for start, end in windows.get(engine_id, ()))
+
+
 def check_queue(
     result: Audit,
     queued: Iterable[str],
     runs: list[WorkflowRun],
     events: dict[str, list[ClaimEvent]],
+    faults: Iterable[FaultRecord] = (),
 ) -> None:
+    """Concurrency and rate from the engines' timestamps. A timestamp an
+    engine wrote while its clock was stepped is off by up to the step, so
+    the spans and admissions it stamps then are no evidence either way; they
+    are left out (counted in ``queue_evidence_skipped``). The limits hold in
+    each engine's own clock (a rate window is measured on the admitting
+    engine's clock, as ``docs/howto/queues.md`` says)."""
     wanted = set(queued)
+    windows = stepped_windows(faults)
     run_ids = {run.pk: run.workflow_id for run in runs if run.workflow_id in wanted}
     result.queue_runs = len(run_ids)
     spans: dict[tuple[str, int], list[int]] = {}
-    for run_id, epoch, at in JournalEntry.objects.filter(run_id__in=list(run_ids)).values_list(
-        "run_id", "epoch", "at_ms"
-    ):
-        span = spans.setdefault((run_ids[run_id], epoch), [at, at])
+    skewed: set[tuple[str, int]] = set()
+    for run_id, epoch, at, engine_id in JournalEntry.objects.filter(
+        run_id__in=list(run_ids)
+    ).values_list("run_id", "epoch", "at_ms", "engine_id"):
+        key = (run_ids[run_id], epoch)
+        if _stepped(windows, engine_id, at):
+            skewed.add(key)
+        span = spans.setdefault(key, [at, at])
         span[0], span[1] = min(span[0], at), max(span[1], at)
+    for key in skewed:
+        del spans[key]
+    result.queue_evidence_skipped += len(skewed)
     # Sweep: ends before starts at one instant (a slot freed then taken in one ms).
     points = sorted(
         [(start, 1, wid) for (wid, _), (start, _) in spans.items()]
@@ -132,11 +167,14 @@ def check_queue(
                 f"{len(now)} runs of {chaos.QUEUE} in flight at {at} "
                 f"(concurrency {chaos.QUEUE_CONCURRENCY}): {sorted(now)}"
             )
-    admitted = sorted(
-        (next(e.at_ms for e in events.get(w, []) if e.kind == "acquire"), w)
+    firsts = [
+        next(e for e in events.get(w, []) if e.kind == "acquire")
         for w in wanted
         if any(e.kind == "acquire" for e in events.get(w, []))
-    )
+    ]
+    unskewed = [e for e in firsts if not _stepped(windows, e.engine_id, e.at_ms)]
+    result.queue_evidence_skipped += len(firsts) - len(unskewed)
+    admitted = sorted((e.at_ms, e.workflow_id) for e in unskewed)
     limit, window_ms = chaos.QUEUE_RATE
     for i, (at, _) in enumerate(admitted):
         inside_window = [w for t, w in admitted[i:] if t - at < window_ms - RATE_SLACK_MS]
