@@ -336,3 +336,29 @@ def test_activity_queue_limits_attempts_across_runs(clock):
         assert QueueSlot.objects.filter(position__isnull=False, released=False).count() == 0
     finally:
         engine.dispose(grace=0)
+
+
+def test_an_admission_stamps_its_slot_with_the_time_after_the_queue_lock(clock, monkeypatch):
+    """The wait for the queue's lock may be long (its holder paused
+    mid-admission): a slot stamped with the time read before that wait left
+    the other admitters' rate windows early, and the chaos soak saw 5
+    admissions of a 3-per-2 s queue within 1.75 s. The clock is read once the
+    lock is held."""
+    from weft_django.engine import queues
+
+    real_lock = queues.lock_queue
+
+    def slow_lock(name, db):
+        clock.advance(8_000)  # the wait behind a paused holder
+        real_lock(name, db)
+
+    monkeypatch.setattr(queues, "lock_queue", slow_lock)
+    engine = _engine(clock)
+    try:
+        client.start("q-quick", "late", workflow_id="late-1", queue="rated")
+        before = clock()
+        engine.run_until_idle()
+        slot = QueueSlot.objects.get(workflow_id="late-1")
+        assert slot.admitted_at >= before + 8_000
+    finally:
+        engine.dispose(grace=0)

@@ -171,11 +171,14 @@ def admit_pending(engine: TurnHost, limit: int) -> list[Handoff]:
 def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list[Handoff]:
     registry = engine.registry
     assert registry is not None
-    now = engine.now_ms()
     vendor = store.ops(db)
     picked: list[tuple[WorkflowRun, dict[str, Any], ClaimFold]] = []
     with transaction.atomic(using=db):
         lock_queue(spec.name, db)
+        # Read after the lock: the wait for it may be long (a holder paused
+        # mid-admission), and a slot stamped with the time before the wait
+        # leaves the others' rate windows that much early.
+        now = engine.now_ms()
         total, per_key, recent = usage(spec, db, now)
         room = _room(spec, total, recent, limit, rate=True)
         if room <= 0:
@@ -294,9 +297,9 @@ def _wake_parked(engine: TurnHost, spec: QueueSpec, run: WorkflowRun, epoch: int
     parked → running in one fenced batch (with a slot row at this generation
     if it has none), so the count sees it before the body runs; else the turn
     backs off like a full queue's readmission."""
-    now = engine.now_ms()
     with transaction.atomic(using=db):
         lock_queue(spec.name, db)
+        now = engine.now_ms()  # after the lock (see ``_admit_queue``)
         total, per_key, _ = usage(spec, db, now)
         key = run.concurrency_key
         room = _room(spec, total, 0, 1, rate=False) > 0 and (
@@ -344,9 +347,9 @@ def _wake_parked(engine: TurnHost, spec: QueueSpec, run: WorkflowRun, epoch: int
 
 
 def _readmit(engine: TurnHost, spec: QueueSpec, run: WorkflowRun, epoch: int, db: str) -> bool:
-    now = engine.now_ms()
     with transaction.atomic(using=db):
         lock_queue(spec.name, db)
+        now = engine.now_ms()  # after the lock (see ``_admit_queue``)
         total, per_key, _ = usage(spec, db, now)
         key = run.concurrency_key
         room = _room(spec, total, 0, 1, rate=False) > 0 and (

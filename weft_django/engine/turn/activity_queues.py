@@ -43,9 +43,11 @@ def activity_slot(turn: TurnState, position: int, queue: str) -> bool:
     )
     if mine.exists():
         return True
-    now = host.now_ms()
     with transaction.atomic(using=db):
         lock_queue(spec.name, db)
+        # After the lock: a slot stamped with the time before a long wait for
+        # it would leave the others' rate windows early.
+        now = host.now_ms()
         total, _, recent = usage(spec, db, now)
         if spec.concurrency is not None and total >= spec.concurrency:
             return False
