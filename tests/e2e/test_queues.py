@@ -360,5 +360,11 @@ def test_an_admission_stamps_its_slot_with_the_time_after_the_queue_lock(clock, 
         engine.run_until_idle()
         slot = QueueSlot.objects.get(workflow_id="late-1")
         assert slot.admitted_at >= before + 8_000
+        # The slot carries its acquire's own instant: the rate's evidence and
+        # its check read the same stamp.
+        from weft_django.models import ClaimEvent
+
+        acquire = ClaimEvent.objects.get(workflow_id="late-1", kind="acquire")
+        assert slot.admitted_at == acquire.at_ms
     finally:
         engine.dispose(grace=0)

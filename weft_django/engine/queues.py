@@ -222,13 +222,17 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
                 continue
             run_conditions, run_writes = pickup_parts(engine, run)
             fold = registry.prepare_acquire(run.workflow_id, snapshot)
+            holder = fold.transition.holder
             slot = QueueSlot(
                 queue=spec.name,
                 workflow_id=run.workflow_id,
                 epoch=fold.transition.epoch,
                 run_id=run.pk,
                 concurrency_key=key,
-                admitted_at=now,
+                # The acquire's own instant (its ClaimEvent's), never before the
+                # rate check's ``now``: later admitters count the slot at least
+                # that long, so no window of the rate holds more than R stamps.
+                admitted_at=holder.claimed_at if holder is not None else now,
                 counts_for_rate=run.started_at is None,
             )
             conditions += run_conditions
