@@ -368,3 +368,55 @@ def test_an_admission_stamps_its_slot_with_the_time_after_the_queue_lock(clock, 
         assert slot.admitted_at == acquire.at_ms
     finally:
         engine.dispose(grace=0)
+
+
+def test_a_sweeper_whose_clock_runs_ahead_keeps_the_others_rate_evidence(monkeypatch, clock):
+    """Every engine reads the rate window on its own clock. An engine whose
+    clock runs ahead (here by two minutes) must not delete the slots another
+    engine's window still reads: that engine would count fewer admissions than
+    it made and admit past the rate (the chaos soak's 4 admissions of a
+    3-per-2 s queue in 1.75 s, next to a clock step)."""
+    from tests.support import ManualClock
+    from weft_django.engine import queues
+
+    monkeypatch.setattr(queues, "SWEEP_CHANCE", 1.0)  # every admission sweeps
+    ahead = ManualClock(clock() + 120_000)
+    on_time = _engine(clock, engine_id="on-time")
+    skewed = _engine(ahead, engine_id="skewed")
+    try:
+        for i in range(3):
+            client.start("q-quick", i, workflow_id=f"w-{i}", queue="rated")
+        on_time.run_until_idle()
+        assert _statuses("w-") == ["completed"] * 3
+        client.start("q-quick", "s", workflow_id="s-0", queue="rated")
+        skewed.run_until_idle()  # its window (on its clock) is empty: it admits and sweeps
+        assert latest("s-0").status == "completed"
+        assert QueueSlot.objects.filter(workflow_id__startswith="w-").count() == 3
+        client.start("q-quick", "late", workflow_id="w-3", queue="rated")
+        clock.advance(1_000)
+        on_time.run_until_idle()
+        assert latest("w-3").status == "pending", "admitted past the rate: 5 in one minute"
+        assert "rate limit" in (waiting_reason(latest("w-3"), now_ms=clock()) or "")
+    finally:
+        on_time.dispose(grace=0)
+        skewed.dispose(grace=0)
+
+
+def test_the_sweep_deletes_released_slots_only_past_the_skew_allowance(clock):
+    from weft_django.ownership.slots import CLOCK_SKEW_ALLOWANCE_MS, forget_old
+
+    engine = _engine(clock)
+    try:
+        client.start("q-quick", 0, workflow_id="old-0", queue="rated")
+        engine.run_until_idle()
+        admitted = QueueSlot.objects.get(workflow_id="old-0").admitted_at
+        spec = build_settings({"QUEUES": QUEUES})[0].queues["rated"]
+        window = spec.rate[1]
+        edge = admitted + window + CLOCK_SKEW_ALLOWANCE_MS
+        forget_old(spec, "default", edge)
+        slot = QueueSlot.objects.get(workflow_id="old-0")
+        assert slot.released, "a finished run's slot is marked released"
+        forget_old(spec, "default", edge + 1)
+        assert not QueueSlot.objects.filter(workflow_id="old-0").exists()
+    finally:
+        engine.dispose(grace=0)

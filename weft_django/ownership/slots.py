@@ -89,9 +89,19 @@ def usage(spec: QueueSpec, db: str, now_ms: int) -> tuple[int, dict[str, int], i
     return total, per_key, recent
 
 
+#: How long past the rate window a released slot is kept before a sweep may
+#: delete it. Each admitter reads the window on its own clock, and the sweep
+#: runs on the sweeper's: a sweeper whose clock runs ahead by d would delete
+#: admissions that another engine's window still reads, and that engine would
+#: admit past the rate. Kept this long, a clock up to a minute ahead costs
+#: only its own engine's count (``docs/howto/queues.md``).
+CLOCK_SKEW_ALLOWANCE_MS = 60_000
+
+
 def forget_old(spec: QueueSpec, db: str, now_ms: int) -> int:
     """Mark the slots that no longer count ``released`` and delete released
-    ones out of the rate window; returns how many rows it changed.
+    ones out of the rate window (by ``CLOCK_SKEW_ALLOWANCE_MS`` and more);
+    returns how many rows it changed.
 
     Not workflow state, and it changes no count: a slot whose generation is
     over never counts again (epochs only grow; a release is followed by an
@@ -110,7 +120,11 @@ def forget_old(spec: QueueSpec, db: str, now_ms: int) -> int:
     )
     deleted, _ = (
         QueueSlot.objects.using(db)
-        .filter(queue=spec.name, released=True, admitted_at__lt=now_ms - window)
+        .filter(
+            queue=spec.name,
+            released=True,
+            admitted_at__lt=now_ms - window - CLOCK_SKEW_ALLOWANCE_MS,
+        )
         .delete()
     )
     return marked + deleted
@@ -181,6 +195,7 @@ def carry_on_takeover(moves: list[tuple[str, int, int]], at_ms: int) -> list[Car
 
 
 __all__ = [
+    "CLOCK_SKEW_ALLOWANCE_MS",
     "CarrySlots",
     "carry_on_takeover",
     "forget_old",
