@@ -107,6 +107,15 @@ def out_of_backoff_q(now_ms: int) -> Q:
     return Q(turn_retry_at__isnull=True) | Q(turn_retry_at__lte=now_ms)
 
 
+def owes_turn_q(now_ms: int) -> Q:
+    """Runs that need a turn now: ``running`` (a turn under way or owed), or
+    ``parked`` with a wake since it parked (``wake_seq > parked_seq``: a
+    signal, a completion, a cancel request) or a timer due (``wake_at``).
+    What a Celery node counts as the turns it owes (``CeleryNodeScheduler``)."""
+    woken = Q(wake_seq__gt=F("parked_seq")) | Q(wake_at__lte=now_ms)
+    return Q(status="running") | (Q(status="parked") & woken)
+
+
 def in_backoff(turn_retry_at: int | None, now_ms: int) -> bool:
     """The Python twin of ``out_of_backoff_q``, negated (``Engine.drive``'s check)."""
     return turn_retry_at is not None and turn_retry_at > now_ms
@@ -268,4 +277,5 @@ __all__ = [
     "held_claims_q",
     "in_backoff",
     "out_of_backoff_q",
+    "owes_turn_q",
 ]

@@ -21,18 +21,22 @@ from weft_django.transports.celery.node import CeleryNodeScheduler
 
 pytestmark = pytest.mark.django_db
 
+NOW = 5_000_000
+
 
 def _scheduler(concurrency: int) -> CeleryNodeScheduler:
     ident: Any = SimpleNamespace(engine_id="node-a", node_name="n@h", pool="prefork")
     scheduler = CeleryNodeScheduler(ident, SimpleNamespace(concurrency=concurrency))
-    scheduler.engine = SimpleNamespace(settings=get_settings())  # type: ignore[assignment]
+    scheduler.engine = SimpleNamespace(  # type: ignore[assignment]
+        settings=get_settings(), now_ms=lambda: NOW
+    )
     return scheduler
 
 
-def _hold(engine_id: str, status: str, n: int, prefix: str) -> None:
+def _hold(engine_id: str, status: str, n: int, prefix: str, **fields: Any) -> None:
     for i in range(n):
         workflow_id = f"{prefix}-{i}"
-        WorkflowRun.objects.create(workflow_id=workflow_id, name="n", status=status)
+        WorkflowRun.objects.create(workflow_id=workflow_id, name="n", status=status, **fields)
         WorkflowClaim.objects.create(
             workflow_id=workflow_id, epoch=1, engine_id=engine_id, expires_at=10**12
         )
@@ -53,3 +57,16 @@ def test_room_is_twice_the_pool_less_the_turns_owed() -> None:
 def test_a_pool_of_unknown_size_counts_as_one() -> None:
     scheduler = _scheduler(concurrency=0)
     assert scheduler.pickup_capacity(50) == 2
+
+
+def test_parked_runs_with_a_wake_or_a_due_timer_are_owed_turns() -> None:
+    """A signal, a child's completion or a cancel request (``wake_seq`` past
+    ``parked_seq``) and a due timer each need a turn from this node's pool."""
+    scheduler = _scheduler(concurrency=3)
+    assert scheduler.pickup_capacity(50) == 6
+    _hold("node-a", "parked", 2, "woken", wake_seq=3, parked_seq=2)
+    _hold("node-a", "parked", 1, "due", wake_at=NOW)
+    _hold("node-a", "parked", 4, "later", wake_at=NOW + 1)  # not yet due
+    assert scheduler.pickup_capacity(50) == 3
+    assert scheduler.reclaim_capacity(50) == 3  # takeovers take the same room
+    assert scheduler.reclaim_capacity(2) == 2

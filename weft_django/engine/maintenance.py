@@ -43,7 +43,7 @@ from weft_django.models import (
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.fold import commit_enabling_write
 from weft_django.ownership.registry import takeover_with_retries
-from weft_django.querysets import out_of_backoff_q
+from weft_django.querysets import out_of_backoff_q, owes_turn_q
 from weft_django.vocab import TIMER_WAKE_KIND, timer_wake_kind
 
 logger = logging.getLogger("weft_django.engine")
@@ -274,9 +274,33 @@ class Maintenance:
         if len(found) > 1 and engine.scheduler.background:
             start = random.randrange(len(found))  # engines scanning together collide less
             found = found[start:] + found[:start]
+        found = self._within_room(found, now)
         return len(bulk) + sum(
             1 for run_id, workflow_id in found if engine.dispatch_reclaim(run_id, workflow_id)
         )
+
+    def _within_room(self, found: list[tuple[Any, str]], now: int) -> list[tuple[Any, str]]:
+        """``found`` less the runs needing a turn now beyond the scheduler's
+        ``reclaim_capacity`` (a parked run with nothing due takes no room:
+        holding its claim costs no turn). Unbounded schedulers read nothing."""
+        if not found:
+            return found
+        room = self.engine.scheduler.reclaim_capacity(len(found))
+        if room >= len(found):
+            return found
+        owing = set(
+            WorkflowRun.objects.using(self.db)
+            .filter(owes_turn_q(now), pk__in=[run_id for run_id, _ in found])
+            .values_list("pk", flat=True)
+        )
+        kept: list[tuple[Any, str]] = []
+        for run_id, workflow_id in found:
+            if run_id in owing:
+                if room <= 0:
+                    continue  # left for an engine with room; the next pass looks again
+                room -= 1
+            kept.append((run_id, workflow_id))
+        return kept
 
     def unclaimed(self, limit: int) -> list[tuple[Any, str]]:
         """Drivable runs with no claim row at all (``limit`` at most), looked for

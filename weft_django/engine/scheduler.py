@@ -84,6 +84,14 @@ class TurnScheduler:
         a claimed run waiting for a turn is one no other engine can take."""
         return most
 
+    def reclaim_capacity(self, most: int) -> int:
+        """How many runs that need a turn now the reclaim scan may take over
+        (or acquire released) this pass, at most ``most``. A scheduler that
+        claims on its own turn threads needs no bound (the claim is taken
+        when a thread is free to drive); one that claims at once and drives
+        later bounds it by its room (``CeleryNodeScheduler``)."""
+        return most
+
     def pickup_backlog(self, left: bool) -> None:
         """The last pickup may have left pending runs (``left``): a scheduler
         that knows when it has room again asks for the next pickup then

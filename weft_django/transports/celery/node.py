@@ -20,6 +20,7 @@ from weft_django.engine import Engine
 from weft_django.engine.records import add_counters
 from weft_django.models import WorkflowClaim, WorkflowRun
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
+from weft_django.querysets import owes_turn_q
 from weft_django.transports.celery.identity import NodeIdentity, identity
 from weft_django.transports.celery.pool import state as pool_state
 from weft_django.transports.celery.redrive import RedriveBackoff
@@ -55,18 +56,28 @@ class CeleryNodeScheduler(MessageScheduler):
         engines could drive, renews their claims, and queues their wakes
         behind each other -- the chaos soak saw a two-process node hold 250
         runs with its wakes a minute late while standalone engines idled.
-        ``running`` runs under this node's claims are the turns it owes
-        (queued or under way); one count per pass.
+        The turns it owes are its claimed runs that need one now
+        (``querysets.owes_turn_q``: running, or parked with a wake or a due
+        timer), queued or under way; one count per pass.
         """
         pool = max(1, int(getattr(self.worker, "concurrency", 0) or 1))
         db = self.engine.settings.database
         held = WorkflowClaim.objects.using(db).filter(engine_id=self.identity.engine_id)
         owed = (
             WorkflowRun.objects.using(db)
-            .filter(status="running", workflow_id__in=held.values("workflow_id"))
+            .filter(owes_turn_q(self.engine.now_ms()), workflow_id__in=held.values("workflow_id"))
             .count()
         )
         return max(0, min(most, 2 * pool - owed))
+
+    def reclaim_capacity(self, most: int) -> int:
+        """The node claims a taken-over run at once and drives it later (its
+        turn waits in the node's queue), so a run that needs a turn is taken
+        only into the room a pickup would have: a backlogged node that kept
+        taking over left cancelled runs' cleanups a minute behind its queue
+        until their grace ran out, while standalone engines could have run
+        them (the chaos soak)."""
+        return self.pickup_capacity(most)
 
     def admit_redrive(self, run_id: str, epoch: int, wake_kind: WakeKind | None) -> bool:
         """Polling re-drives of one run and generation, spaced out (``redrive``)."""

@@ -1,0 +1,70 @@
+"""The reclaim scan takes over runs that need a turn only into the scheduler's room.
+
+Invariant protected: an engine that claims at once and drives later (a
+Celery node: the turn waits in its queue) never takes over more runs that
+need a turn now than it has room to drive (``reclaim_capacity``); the rest
+stay takeable for an engine with room. A parked run with nothing due takes
+no room: holding its claim costs no turn. Without the bound, a backlogged
+two-process node in the chaos soak kept taking over cancelled runs whose
+cleanups then sat a minute behind its queue until their grace ran out.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from weft_django import activity, client, workflow
+from weft_django.engine import Engine
+from weft_django.models import WorkflowClaim
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@activity()
+def reclaim_room_note(tag: str) -> str:
+    return tag
+
+
+@workflow(name="reclaim-room-wait")
+def reclaim_room_wait(ctx, data):
+    yield ctx.run(reclaim_room_note, data)
+    got = yield ctx.wait_for_signal("go")
+    return got
+
+
+def _holders(prefix: str) -> dict[str, str | None]:
+    return dict(
+        WorkflowClaim.objects.filter(workflow_id__startswith=prefix).values_list(
+            "workflow_id", "engine_id"
+        )
+    )
+
+
+def test_a_bounded_scheduler_takes_over_due_runs_only_into_its_room(clock):
+    dead = Engine(clock=clock, engine_id="dead", background_tasks="manual").boot()
+    taker = Engine(clock=clock, engine_id="taker", background_tasks="manual").boot()
+    try:
+        for name in ("idle", "woken-1", "woken-2", "woken-3"):
+            client.start("reclaim-room-wait", name, workflow_id=f"rr-{name}")
+        dead.run_until_idle()  # all four parked, waiting for "go", claimed by "dead"
+        assert set(_holders("rr-").values()) == {"dead"}
+        for name in ("woken-1", "woken-2", "woken-3"):
+            client.signal(f"rr-{name}", "go", name)  # each now owes a turn
+        clock.advance(120_000)  # "dead" stopped renewing: every claim is takeable
+        taker.scheduler.reclaim_capacity = lambda most: min(most, 1)  # type: ignore[method-assign]
+        taker.maintenance.reclaim()
+        holders = _holders("rr-")
+        assert holders["rr-idle"] == "taker", "a parked run with nothing due takes no room"
+        woken = [holders[f"rr-woken-{i}"] for i in (1, 2, 3)]
+        assert woken.count("taker") == 1, woken
+        # The others stay takeable: a scheduler with room takes them next pass.
+        del taker.scheduler.reclaim_capacity
+        taker.maintenance.reclaim()
+        assert set(_holders("rr-").values()) == {"taker"}
+        taker.run_until_idle()
+        from tests.e2e.helpers import latest
+
+        assert {latest(f"rr-woken-{i}").status for i in (1, 2, 3)} == {"completed"}
+    finally:
+        dead.dispose(grace=0)
+        taker.dispose(grace=0)
