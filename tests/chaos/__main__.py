@@ -64,6 +64,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "'-c idle_in_transaction_session_timeout=1000'",
     )
     parser.add_argument("--timeout", type=float, default=1800.0, help="hang protection, seconds")
+    parser.add_argument(
+        "--dump",
+        type=Path,
+        default=None,
+        help="also pg_dump the soak's database here (custom format) before the services close",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.celery <= args.engines or args.engines < 2:
         parser.error("need at least 2 engines, and --celery between 0 and --engines")
@@ -89,6 +95,33 @@ def recreate_database(pg: str, name: str) -> None:
     ) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def dump_database(pg: str, name: str, path: Path) -> None:
+    """The soak's database as ``pg_dump -Fc`` (for reading a violation's rows
+    after the private cluster is gone: ``pg_restore -d <db> <path>``)."""
+    import subprocess
+
+    from tests.chaos.services import _pg_binary
+
+    user, _, hostport = pg.partition("@")
+    host, _, port = hostport.partition(":")
+    subprocess.run(
+        [
+            _pg_binary("pg_dump"),
+            "-Fc",
+            "-h",
+            host,
+            "-p",
+            port or "5432",
+            "-U",
+            user,
+            "-f",
+            str(path),
+            name,
+        ],
+        check=True,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -152,6 +185,8 @@ def run(
         broker_service=broker,
     )
     result = run_chaos(config, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    if args.dump is not None:
+        dump_database(pg, args.database, args.dump)
     for record in result.faults:
         print(
             f"fault {record.kind:<10} {record.target:<10} {record.engine_id:<40} "

@@ -292,7 +292,7 @@ def audit(
     _check_claims(result, faults, events, set(dead), takeover_bound_ms)
     talks = capabilities.by_name(started, "chaos-talk")
     cancels = capabilities.by_name(started, "chaos-cancel")
-    capabilities.check_schedule(result, actions.schedule, runs)
+    capabilities.check_schedule(result, actions.schedule, runs, faults)
     capabilities.check_queue(
         result, capabilities.by_name(started, "chaos-queued"), runs, events, faults
     )
@@ -547,11 +547,12 @@ def _check_claims(
         for workflow_id, epoch in fault.held.items():
             mine = events.get(workflow_id, [])
             newer = [e for e in mine if e.epoch > epoch]
-            if newer and newer[0].kind == "takeover" and fault.kind not in KILLING:
+            if newer and newer[0].kind in ("takeover", "rotate") and fault.kind not in KILLING:
                 expired = newer[0].previous_expires_at or 0
                 if newer[0].previous_engine_id == fault.engine_id and expired > fault.end_ms:
                     # Not taken over while it was away: the holder came back and
-                    # renewed it (a later fault, or its own end, replaced it).
+                    # renewed it (a later fault, its own end, or a cancel's
+                    # rotation replaced it).
                     result.kept_by_returning_holder += 1
                     continue
             if not newer and any(

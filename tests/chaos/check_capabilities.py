@@ -64,7 +64,24 @@ DEADLOCK = "deadlock detected"
 DEADLOCK_WRAPPER = "OperationalError: deadlock detected"
 
 
-def check_schedule(result: Audit, window: ScheduleWindow | None, runs: list[WorkflowRun]) -> None:
+def _outage_ms(faults: Iterable[FaultRecord], start_ms: int, end_ms: int) -> int:
+    """How long PostgreSQL was down (``pg_restart``) between ``start_ms`` and
+    ``end_ms``: no tick can fire while it is, and the ones due then fire
+    after it is back (the schedule's catch-up) -- unless the schedule is
+    deleted first."""
+    down = 0
+    for fault in faults:
+        if fault.kind == "pg_restart":
+            down += max(0, min(fault.end_ms, end_ms) - max(fault.start_ms, start_ms))
+    return down
+
+
+def check_schedule(
+    result: Audit,
+    window: ScheduleWindow | None,
+    runs: list[WorkflowRun],
+    faults: Iterable[FaultRecord] = (),
+) -> None:
     if window is None:
         result.schedule_ticks_missed.append("no schedule was created")
         return
@@ -100,7 +117,7 @@ def check_schedule(result: Audit, window: ScheduleWindow | None, runs: list[Work
     if end is not None:
         if fired[-1] > end:
             result.schedule_ticks_twice.append(f"tick {fired[-1]} after deletion at {end}")
-        if end - fired[-1] > SCHEDULE_TAIL_SLACK_MS:
+        if end - fired[-1] > SCHEDULE_TAIL_SLACK_MS + _outage_ms(faults, fired[-1], end):
             result.schedule_ticks_missed.append(
                 f"last tick {fired[-1]}, schedule deleted at {end}: the tail never fired"
             )

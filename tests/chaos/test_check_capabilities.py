@@ -52,6 +52,23 @@ def test_a_tail_that_never_fired_is_missed() -> None:
     assert "the tail never fired" in audit.schedule_ticks_missed[0]
 
 
+def test_a_tail_cut_short_by_a_database_outage_is_not_missed() -> None:
+    """Ticks due while PostgreSQL was down fire once it is back (catch-up);
+    a deletion right after the outage leaves them unfired, by design."""
+    from tests.chaos.injector import FaultRecord
+
+    end = 12_000 + capabilities.SCHEDULE_TAIL_SLACK_MS + 3_000
+    window = ScheduleWindow("chaos-tick", 1000, since_ms=10_500, deleted_ms=end)
+    outage = FaultRecord("pg_restart", "*", "*", start_ms=end - 6_000, end_ms=end - 500)
+    audit = Audit()
+    capabilities.check_schedule(audit, window, [_tick(11_000), _tick(12_000)], [outage])
+    assert audit.schedule_ticks_missed == []
+    short = FaultRecord("pg_restart", "*", "*", start_ms=end - 2_000, end_ms=end - 500)
+    audit = Audit()
+    capabilities.check_schedule(audit, window, [_tick(11_000), _tick(12_000)], [short])
+    assert "the tail never fired" in audit.schedule_ticks_missed[0]
+
+
 def test_deadlocks_are_counted_once_per_traceback(tmp_path: Path) -> None:
     (tmp_path / "chaos-e1.1.log").write_text(
         "Traceback (most recent call last):\n"

@@ -4,7 +4,8 @@ Invariant protected: an engine that claims at once and drives later (a
 Celery node: the turn waits in its queue) never takes over more runs that
 need a turn now than it has room to drive (``reclaim_capacity``); the rest
 stay takeable for an engine with room. A parked run with nothing due takes
-no room: holding its claim costs no turn. Without the bound, a backlogged
+no room: holding its claim costs no turn. A run that no engine with room
+took within a renew interval is taken anyway. Without the bound, a backlogged
 two-process node in the chaos soak kept taking over cancelled runs whose
 cleanups then sat a minute behind its queue until their grace ran out.
 """
@@ -57,8 +58,12 @@ def test_a_bounded_scheduler_takes_over_due_runs_only_into_its_room(clock):
         assert holders["rr-idle"] == "taker", "a parked run with nothing due takes no room"
         woken = [holders[f"rr-woken-{i}"] for i in (1, 2, 3)]
         assert woken.count("taker") == 1, woken
-        # The others stay takeable: a scheduler with room takes them next pass.
-        del taker.scheduler.reclaim_capacity
+        # The others stay takeable: the next pass takes one more into its room ...
+        taker.maintenance.reclaim()
+        assert list(_holders("rr-").values()).count("taker") == 3
+        # ... and a run no engine with room took within a renew interval is
+        # taken anyway: a late turn is better than an owner-less run.
+        clock.advance(taker.settings.claim_renew_interval_ms)
         taker.maintenance.reclaim()
         assert set(_holders("rr-").values()) == {"taker"}
         taker.run_until_idle()

@@ -65,6 +65,9 @@ class Maintenance:
         self.found_work = True
         #: Where the next ``unclaimed`` window starts (a workflow id; "" = the start).
         self.sweep_after = ""
+        #: workflow id -> when the reclaim scan first left it for an engine with
+        #: room (``_within_room``); dropped once it is no longer found takeable.
+        self.left_for_others: dict[str, int] = {}
 
     @property
     def db(self) -> str:
@@ -282,23 +285,37 @@ class Maintenance:
     def _within_room(self, found: list[tuple[Any, str]], now: int) -> list[tuple[Any, str]]:
         """``found`` less the runs needing a turn now beyond the scheduler's
         ``reclaim_capacity`` (a parked run with nothing due takes no room:
-        holding its claim costs no turn). Unbounded schedulers read nothing."""
+        holding its claim costs no turn). Unbounded schedulers read nothing.
+
+        A run left for an engine with room is taken here anyway once a renew
+        interval has passed and it is still takeable: no engine had room, and
+        a late turn is better than an owner-less run (the takeover bound
+        grows by one interval at most)."""
         if not found:
+            self.left_for_others.clear()
             return found
         room = self.engine.scheduler.reclaim_capacity(len(found))
         if room >= len(found):
+            self.left_for_others.clear()
             return found
         owing = set(
             WorkflowRun.objects.using(self.db)
             .filter(owes_turn_q(now), pk__in=[run_id for run_id, _ in found])
             .values_list("pk", flat=True)
         )
+        patience = self.engine.settings.claim_renew_interval_ms
+        left = self.left_for_others
+        still = {workflow_id for _, workflow_id in found}
+        for workflow_id in [w for w in left if w not in still]:
+            del left[workflow_id]  # taken elsewhere, or no longer takeable
         kept: list[tuple[Any, str]] = []
         for run_id, workflow_id in found:
             if run_id in owing:
-                if room <= 0:
+                if room > 0:
+                    room -= 1
+                elif now - left.setdefault(workflow_id, now) < patience:
                     continue  # left for an engine with room; the next pass looks again
-                room -= 1
+            left.pop(workflow_id, None)
             kept.append((run_id, workflow_id))
         return kept
 
