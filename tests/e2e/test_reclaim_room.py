@@ -73,3 +73,44 @@ def test_a_bounded_scheduler_takes_over_due_runs_only_into_its_room(clock):
     finally:
         dead.dispose(grace=0)
         taker.dispose(grace=0)
+
+
+def test_a_claim_acquired_but_not_checked_is_checked_again(clock, monkeypatch):
+    """``reclaim_one`` acquires, then checks that the workflow has a run to
+    drive, releasing the claim when it has none. The database going away
+    between the two (a server restart in the chaos soak) left the claim held
+    and renewed for nothing until the engine stopped; the next reclaim pass
+    now checks it again."""
+    from django.db import OperationalError
+
+    from weft_django.engine.maintenance import Maintenance
+    from weft_django.models import WorkflowRun
+
+    dead = Engine(clock=clock, engine_id="dead", background_tasks="manual").boot()
+    taker = Engine(clock=clock, engine_id="taker", background_tasks="manual").boot()
+    try:
+        for name in ("ended", "alive"):
+            client.start("reclaim-room-wait", name, workflow_id=f"rc-{name}")
+        dead.run_until_idle()
+        clock.advance(120_000)
+        real = Maintenance.has_drivable_run
+
+        def gone(self, workflow_id):
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(Maintenance, "has_drivable_run", gone)
+        for name in ("ended", "alive"):
+            with pytest.raises(OperationalError):
+                taker.maintenance.reclaim_one(f"rc-{name}")
+        assert _holders("rc-") == {"rc-ended": "taker", "rc-alive": "taker"}
+        # Meanwhile "rc-ended" ended elsewhere (say, a cancel's grace ran out).
+        WorkflowRun.objects.filter(workflow_id="rc-ended").update(status="cancelled")
+        monkeypatch.setattr(Maintenance, "has_drivable_run", real)
+        taker.maintenance.reclaim()
+        assert _holders("rc-") == {"rc-ended": None, "rc-alive": "taker"}
+        assert taker.maintenance.unverified == set()
+        assert taker.registry.current_epoch("rc-ended") is None
+        assert taker.registry.current_epoch("rc-alive") is not None
+    finally:
+        dead.dispose(grace=0)
+        taker.dispose(grace=0)

@@ -19,7 +19,7 @@ import random
 from datetime import timedelta
 from typing import Any
 
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.models import F, Q, QuerySet
 
 from weft_django.engine import operations
@@ -65,6 +65,8 @@ class Maintenance:
         self.found_work = True
         #: Where the next ``unclaimed`` window starts (a workflow id; "" = the start).
         self.sweep_after = ""
+        #: Claims ``reclaim_one`` acquired whose run it has not yet found drivable.
+        self.unverified: set[str] = set()
         #: workflow id -> when the reclaim scan first left it for an engine with
         #: room (``_within_room``); dropped once it is no longer found takeable.
         self.left_for_others: dict[str, int] = {}
@@ -240,6 +242,8 @@ class Maintenance:
         registry = engine.registry
         if registry is None or engine.halted:
             return 0
+        if self.unverified:
+            self.verify_acquired()
         now = engine.now_ms()
         grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * engine.settings.claim_renew_interval_ms
         stale = WorkflowClaim.objects.using(self.db).takeable(now, grace)
@@ -370,14 +374,44 @@ class Maintenance:
         # over, finished the run and released it since. A claim is held only
         # for a workflow with a drivable run: one held for nothing would be
         # renewed for nothing, and left behind if this engine died.
-        live = WorkflowRun.objects.using(self.db).filter(
-            workflow_id=workflow_id, status__in=DRIVABLE_STATUSES
-        )
-        if not live.exists():
+        # The acquire has committed: until the check below has run (and, when
+        # there is nothing to drive, the release), the id stays in
+        # ``unverified`` and every reclaim pass checks it again -- a database
+        # that went away between the two would otherwise leave a claim held and
+        # renewed for nothing until this engine stops (the chaos soak).
+        self.unverified.add(workflow_id)
+        if not self.has_drivable_run(workflow_id):
             registry.release(workflow_id)
+            self.unverified.discard(workflow_id)
             return False
+        self.unverified.discard(workflow_id)
         logger.info("engine %s %s %s", engine.engine_id, how, workflow_id)
         return True
+
+    def has_drivable_run(self, workflow_id: str) -> bool:
+        return (
+            WorkflowRun.objects.using(self.db)
+            .filter(workflow_id=workflow_id, status__in=DRIVABLE_STATUSES)
+            .exists()
+        )
+
+    def verify_acquired(self) -> int:
+        """Release the claims ``reclaim_one`` acquired but could not check
+        (see there) whose workflow has nothing to drive; returns how many."""
+        registry = self.engine.registry
+        released = 0
+        for workflow_id in list(self.unverified):
+            try:
+                if registry is not None and registry.current_epoch(workflow_id) is not None:
+                    if self.has_drivable_run(workflow_id):
+                        self.unverified.discard(workflow_id)  # the owned-run passes drive it
+                        continue
+                    registry.release(workflow_id)
+                    released += 1
+                self.unverified.discard(workflow_id)
+            except DatabaseError:
+                logger.info("could not check the claim of %s; the next pass will", workflow_id)
+        return released
 
     def pick_up_pending(self) -> int:
         engine = self.engine
