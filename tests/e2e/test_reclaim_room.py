@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.helpers import latest
 from weft_django import activity, client, workflow
 from weft_django.engine import Engine
 from weft_django.models import WorkflowClaim
@@ -52,10 +53,15 @@ def test_a_bounded_scheduler_takes_over_due_runs_only_into_its_room(clock):
         for name in ("woken-1", "woken-2", "woken-3"):
             client.signal(f"rr-{name}", "go", name)  # each now owes a turn
         clock.advance(120_000)  # "dead" stopped renewing: every claim is takeable
+        # A scheduler that claims ahead of its turns, with room for one.
+        taker.scheduler.claims_ahead_of_turns = True  # type: ignore[misc]
         taker.scheduler.reclaim_capacity = lambda most: min(most, 1)  # type: ignore[method-assign]
         taker.maintenance.reclaim()
         holders = _holders("rr-")
         assert holders["rr-idle"] == "taker", "a parked run with nothing due takes no room"
+        idle_run = latest("rr-idle").pk
+        queued = [str(run_id) for run_id, *_ in taker.scheduler._queue]
+        assert str(idle_run) not in queued, "and no turn: nothing is due"
         woken = [holders[f"rr-woken-{i}"] for i in (1, 2, 3)]
         assert woken.count("taker") == 1, woken
         # The others stay takeable: the next pass takes one more into its room ...
@@ -67,9 +73,12 @@ def test_a_bounded_scheduler_takes_over_due_runs_only_into_its_room(clock):
         taker.maintenance.reclaim()
         assert set(_holders("rr-").values()) == {"taker"}
         taker.run_until_idle()
-        from tests.e2e.helpers import latest
-
         assert {latest(f"rr-woken-{i}").status for i in (1, 2, 3)} == {"completed"}
+        # The idle run's wake is served by the owned-run passes when it comes.
+        assert latest("rr-idle").status == "parked"
+        client.signal("rr-idle", "go", "late")
+        taker.run_until_idle()
+        assert latest("rr-idle").status == "completed"
     finally:
         dead.dispose(grace=0)
         taker.dispose(grace=0)

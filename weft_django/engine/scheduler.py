@@ -45,6 +45,11 @@ class TurnScheduler:
     #: Which claims the engine's renewal covers ("engine": every claim carrying
     #: its id, also those a pool process took under the same id).
     renew_scope: RenewScope = "held"
+    #: A claim is taken at once and its turn waits in a queue (a Celery node):
+    #: the reclaim scan takes runs that need a turn only into
+    #: ``reclaim_capacity`` and sends no turn for a parked run with nothing
+    #: due (the owned-run passes send one when its timer or wake comes).
+    claims_ahead_of_turns: bool = False
 
     def bind(self, engine: TurnHost) -> None:
         self.engine = engine

@@ -32,6 +32,8 @@ class MessageScheduler(TurnScheduler):
     listens: bool = False
     #: The node renews every claim carrying its engine id, also the pool's.
     renew_scope: RenewScope = "engine"
+    #: The node claims now; the turn waits in its queue (``Maintenance.reclaim``).
+    claims_ahead_of_turns: bool = True
     #: The ``via`` label of the messages this scheduler sends.
     via: ClassVar[str] = "celery"
 
