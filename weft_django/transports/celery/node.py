@@ -18,12 +18,12 @@ from django.db import connections
 
 from weft_django.engine import Engine
 from weft_django.engine.records import add_counters
-from weft_django.models import WorkflowClaim, WorkflowRun
+from weft_django.models import WorkflowRun
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
-from weft_django.querysets import owes_turn_q
 from weft_django.transports.celery.identity import NodeIdentity, identity
 from weft_django.transports.celery.pool import state as pool_state
 from weft_django.transports.celery.redrive import RedriveBackoff
+from weft_django.transports.celery.room import node_room
 from weft_django.transports.celery.scheduling import MessageScheduler, build_engine
 from weft_django.transports.celery.timers import dispatch_timers
 from weft_django.transports.celery.turn_marks import find_stranded, pool_pids
@@ -60,15 +60,11 @@ class CeleryNodeScheduler(MessageScheduler):
         (``querysets.owes_turn_q``: running, or parked with a wake or a due
         timer), queued or under way; one count per pass.
         """
-        pool = max(1, int(getattr(self.worker, "concurrency", 0) or 1))
-        db = self.engine.settings.database
-        held = WorkflowClaim.objects.using(db).filter(engine_id=self.identity.engine_id)
-        owed = (
-            WorkflowRun.objects.using(db)
-            .filter(owes_turn_q(self.engine.now_ms()), workflow_id__in=held.values("workflow_id"))
-            .count()
+        pool = int(getattr(self.worker, "concurrency", 0) or 1)
+        engine = self.engine
+        return node_room(
+            engine.settings.database, self.identity.engine_id, pool, engine.now_ms(), most
         )
-        return max(0, min(most, 2 * pool - owed))
 
     def reclaim_capacity(self, most: int) -> int:
         """The node claims a taken-over run at once and drives it later (its
