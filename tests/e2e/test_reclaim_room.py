@@ -5,7 +5,7 @@ Celery node: the turn waits in its queue) never takes over more runs that
 need a turn now than it has room to drive (``reclaim_capacity``); the rest
 stay takeable for an engine with room. A parked run with nothing due takes
 no room: holding its claim costs no turn. A run that no engine with room
-took within a renew interval is taken anyway. Without the bound, a backlogged
+took by the next pass is taken anyway. Without the bound, a backlogged
 two-process node in the chaos soak kept taking over cancelled runs whose
 cleanups then sat a minute behind its queue until their grace ran out.
 """
@@ -67,7 +67,7 @@ def test_a_bounded_scheduler_takes_over_due_runs_only_into_its_room(clock):
         # The others stay takeable: the next pass takes one more into its room ...
         taker.maintenance.reclaim()
         assert list(_holders("rr-").values()).count("taker") == 3
-        # ... and a run no engine with room took within a renew interval is
+        # ... and a run no engine with room took by the next pass is
         # taken anyway: a late turn is better than an owner-less run.
         clock.advance(taker.settings.claim_renew_interval_ms)
         taker.maintenance.reclaim()

@@ -311,7 +311,7 @@ class Maintenance:
         turn now only into its ``reclaim_capacity``, and sends no turn for a
         parked run with nothing due: the owned-run passes send one when its
         timer or wake comes. A run left for an engine with room is taken
-        anyway once a renew interval has passed and it is still takeable: no
+        anyway by its next pass if it is still takeable: no
         engine had room, and a late turn is better than an owner-less run (the
         takeover bound grows by one interval at most). Other schedulers claim
         on their own turn threads and drive everything they find."""
@@ -320,7 +320,8 @@ class Maintenance:
             return found, []
         owing = self._owing([run_id for run_id, _ in found], now)
         room = self.engine.scheduler.reclaim_capacity(len(owing))
-        patience = self.engine.settings.claim_renew_interval_ms
+        # Half an interval: the next pass (passes are an interval apart, give or take).
+        patience = self.engine.settings.claim_renew_interval_ms // 2
         left = self.left_for_others
         still = {workflow_id for _, workflow_id in found}
         for workflow_id in [w for w in left if w not in still]:
