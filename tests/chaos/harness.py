@@ -604,6 +604,22 @@ class Driver:
             workflow_id__startswith="chaos-", status__in=LIVE_STATUSES
         ).count()
 
+    def still_live(self, most: int = 10) -> str:
+        """The live runs and their claims, for a drain that timed out."""
+        runs = WorkflowRun.objects.filter(
+            workflow_id__startswith="chaos-", status__in=LIVE_STATUSES
+        ).order_by("workflow_id")[:most]
+        claims = dict(
+            WorkflowClaim.objects.filter(workflow_id__in=[r.workflow_id for r in runs]).values_list(
+                "workflow_id", "engine_id"
+            )
+        )
+        return "; ".join(
+            f"{r.workflow_id} {r.status} wake_seq={r.wake_seq}/{r.parked_seq} "
+            f"wake_at={r.wake_at} held by {claims.get(r.workflow_id)}"
+            for r in runs
+        )
+
 
 # -- one run -----------------------------------------------------------------------------
 
@@ -692,7 +708,8 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
                     break
                 if time.monotonic() > deadline:
                     raise TimeoutError(
-                        f"{live} workflows still live after {config.drain_timeout_s} s"
+                        f"{live} workflows still live after {config.drain_timeout_s} s: "
+                        + retrying(driver.still_live)
                     )
                 driver.pump()
             if time.monotonic() - last_note > 10:

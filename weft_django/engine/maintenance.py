@@ -258,7 +258,7 @@ class Maintenance:
                 if len(got.taken) < BATCH:
                     break
             gone = frozenset()
-        for run_id in self._owing_turns([run_id for run_id, _ in bulk], now):
+        for run_id, _ in bulk:
             engine.dispatch(run_id, "drive")
         if gone:
             # Holders whose database session ended: takeable before they expire.
@@ -281,44 +281,32 @@ class Maintenance:
         if len(found) > 1 and engine.scheduler.background:
             start = random.randrange(len(found))  # engines scanning together collide less
             found = found[start:] + found[:start]
-        found, hold = self._within_room(found, now)
-        held = sum(1 for _, workflow_id in hold if self._hold_idle(workflow_id))
-        driven = sum(1 for run, workflow_id in found if engine.dispatch_reclaim(run, workflow_id))
-        return len(bulk) + held + driven
-
-    def _owing_turns(self, run_ids: list[Any], now: int) -> list[Any]:
-        """``run_ids`` less, on a scheduler that claims ahead of its turns, the
-        parked runs with nothing due (in ``run_ids``' order)."""
-        if not run_ids or not self.engine.scheduler.claims_ahead_of_turns:
-            return run_ids
-        owing = self._owing(run_ids, now)
-        return [run_id for run_id in run_ids if run_id in owing]
-
-    def _owing(self, run_ids: list[Any], now: int) -> set[Any]:
-        return set(
-            WorkflowRun.objects.using(self.db)
-            .filter(owes_turn_q(now), pk__in=run_ids)
-            .values_list("pk", flat=True)
+        found = self._within_room(found, now)
+        return len(bulk) + sum(
+            1 for run_id, workflow_id in found if engine.dispatch_reclaim(run_id, workflow_id)
         )
 
-    def _within_room(
-        self, found: list[tuple[Any, str]], now: int
-    ) -> tuple[list[tuple[Any, str]], list[tuple[Any, str]]]:
-        """``(to take and drive, to take without a turn)`` of ``found``.
+    def _within_room(self, found: list[tuple[Any, str]], now: int) -> list[tuple[Any, str]]:
+        """``found`` less what a scheduler that claims ahead of its turns has
+        no room for.
 
-        A scheduler that claims ahead of its turns (a Celery node: the claim
-        is taken now, the turn waits in its queue) takes the runs that need a
-        turn now only into its ``reclaim_capacity``, and sends no turn for a
-        parked run with nothing due: the owned-run passes send one when its
-        timer or wake comes. A run left for an engine with room is taken
-        anyway by its next pass if it is still takeable: no
-        engine had room, and a late turn is better than an owner-less run (the
-        takeover bound grows by one interval at most). Other schedulers claim
-        on their own turn threads and drive everything they find."""
+        Such a scheduler (a Celery node: the claim is taken now, the turn
+        waits in its queue) takes the runs that need a turn now only into
+        its ``reclaim_capacity``; a run it leaves is an engine with room's to
+        take, and it takes the run anyway by its next pass if it is still
+        takeable (no engine had room, and a late turn is better than an
+        owner-less run). A parked run with nothing due is taken (and driven:
+        its takeover turn resumes what its old owner had under way) without
+        counting against the room. Other schedulers claim on their own turn
+        threads and take everything they find."""
         if not found or not self.engine.scheduler.claims_ahead_of_turns:
             self.left_for_others.clear()
-            return found, []
-        owing = self._owing([run_id for run_id, _ in found], now)
+            return found
+        owing = set(
+            WorkflowRun.objects.using(self.db)
+            .filter(owes_turn_q(now), pk__in=[run_id for run_id, _ in found])
+            .values_list("pk", flat=True)
+        )
         room = self.engine.scheduler.reclaim_capacity(len(owing))
         # Half an interval: the next pass (passes are an interval apart, give or take).
         patience = self.engine.settings.claim_renew_interval_ms // 2
@@ -326,27 +314,16 @@ class Maintenance:
         still = {workflow_id for _, workflow_id in found}
         for workflow_id in [w for w in left if w not in still]:
             del left[workflow_id]  # taken elsewhere, or no longer takeable
-        drive: list[tuple[Any, str]] = []
-        hold: list[tuple[Any, str]] = []
+        kept: list[tuple[Any, str]] = []
         for run_id, workflow_id in found:
-            if run_id not in owing:
-                hold.append((run_id, workflow_id))
-                continue
-            if room > 0:
-                room -= 1
-            elif now - left.setdefault(workflow_id, now) < patience:
-                continue  # left for an engine with room; the next pass looks again
+            if run_id in owing:
+                if room > 0:
+                    room -= 1
+                elif now - left.setdefault(workflow_id, now) < patience:
+                    continue  # left for an engine with room; the next pass looks again
             left.pop(workflow_id, None)
-            drive.append((run_id, workflow_id))
-        return drive, hold
-
-    def _hold_idle(self, workflow_id: str) -> bool:
-        """Take over a parked run with nothing due, sending no turn."""
-        try:
-            return self.reclaim_one(workflow_id)
-        except DatabaseError:
-            logger.info("could not take over %s; the next pass retries", workflow_id)
-            return False
+            kept.append((run_id, workflow_id))
+        return kept
 
     def unclaimed(self, limit: int) -> list[tuple[Any, str]]:
         """Drivable runs with no claim row at all (``limit`` at most), looked for

@@ -47,8 +47,7 @@ class TurnScheduler:
     renew_scope: RenewScope = "held"
     #: A claim is taken at once and its turn waits in a queue (a Celery node):
     #: the reclaim scan takes runs that need a turn only into
-    #: ``reclaim_capacity`` and sends no turn for a parked run with nothing
-    #: due (the owned-run passes send one when its timer or wake comes).
+    #: ``reclaim_capacity`` (``Maintenance._within_room``).
     claims_ahead_of_turns: bool = False
 
     def bind(self, engine: TurnHost) -> None:
