@@ -148,6 +148,10 @@ class ChildGroup:
                 self.kill()
         if self.term_main_only:
             self.signal_group(signal.SIGKILL)  # leftovers of the group, if any
+        if self._reader is not None:
+            # The child has exited: ``lines`` holds all it wrote once the reader
+            # has read the pipe to its end.
+            self._reader.join(timeout=self.reap_timeout_s)
         return self.proc.returncode
 
     def kill(self) -> None:
