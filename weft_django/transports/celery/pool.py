@@ -42,7 +42,6 @@ from weft_django.ownership.guard import decide_wake, record_wake
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 from weft_django.transports.celery.identity import NodeIdentity, identity
 from weft_django.transports.celery.messages import DriveMessage, send_drive
-from weft_django.transports.celery.room import node_room
 from weft_django.transports.celery.scheduling import MessageScheduler, build_engine
 from weft_django.transports.celery.timers import after_turn
 from weft_django.transports.celery.turn_marks import (
@@ -369,11 +368,6 @@ def run_pickup(
             for handoff in admit_pending(engine, 1):
                 engine.dispatch_handoff(handoff)
             return TaskOutcome("queued", wid)
-        if node_room(db, ident.engine_id, ident.concurrency, now, 1) <= 0:
-            # The node owes its pool more turns than it can drive soon: the run
-            # stays pending for an engine with room (or this node's pickup pass
-            # once it has room), and the turns it owes go first.
-            return TaskOutcome("no-room", wid)
         key = str(run.pk)
         if not state.driving.enter(key):
             return TaskOutcome("busy", wid)
