@@ -121,3 +121,51 @@ def test_a_claim_acquired_but_not_checked_is_checked_again(clock, monkeypatch):
     finally:
         dead.dispose(grace=0)
         taker.dispose(grace=0)
+
+
+def test_a_release_cut_off_mid_statement_is_retried(clock, monkeypatch):
+    """A claim acquired for a workflow with nothing to drive is released; when
+    that release's statement fails (the server restarted mid-statement, seed
+    102 of the chaos soak), the outcome is in doubt, so the registry keeps the
+    claim tracked and the next reclaim pass releases it. Forgetting it left a
+    row naming the engine that nothing renewed, released or took over."""
+    from django.db import OperationalError
+
+    from weft_django.engine.maintenance import Maintenance
+    from weft_django.models import WorkflowRun
+    from weft_django.ownership import registry as registry_module
+
+    dead = Engine(clock=clock, engine_id="dead", background_tasks="manual").boot()
+    taker = Engine(clock=clock, engine_id="taker", background_tasks="manual").boot()
+    try:
+        client.start("reclaim-room-wait", "ended", workflow_id="rl-ended")
+        dead.run_until_idle()
+        clock.advance(120_000)
+        # The scan read it as drivable; it ended before the acquire's check.
+        WorkflowRun.objects.filter(workflow_id="rl-ended").update(status="cancelled")
+        calls = {"release": 0}
+
+        def cut_off(conditions, writes, *, using):
+            calls["release"] += 1
+            raise OperationalError("server closed the connection unexpectedly")
+
+        def nothing_to_drive_then_cut_off(self, workflow_id):
+            # The acquire has committed; the release that follows is cut off.
+            monkeypatch.setattr(registry_module, "conditional_batch", cut_off)
+            return False
+
+        monkeypatch.setattr(Maintenance, "has_drivable_run", nothing_to_drive_then_cut_off)
+        with pytest.raises(OperationalError):
+            taker.maintenance.reclaim_one("rl-ended")
+        assert calls["release"] == 1
+        assert _holders("rl-") == {"rl-ended": "taker"}
+        assert taker.registry.current_epoch("rl-ended") is not None, "still tracked: in doubt"
+        assert taker.maintenance.unverified == {"rl-ended"}
+        monkeypatch.undo()  # the database is back
+        taker.maintenance.reclaim()
+        assert _holders("rl-") == {"rl-ended": None}
+        assert taker.registry.current_epoch("rl-ended") is None
+        assert taker.maintenance.unverified == set()
+    finally:
+        dead.dispose(grace=0)
+        taker.dispose(grace=0)

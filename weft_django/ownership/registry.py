@@ -441,12 +441,13 @@ class ClaimRegistry:
             # expires_at may have moved; compare the owner at the epoch instead.
             exact = self.renew_scope != "engine"
             transition = build_release(workflow_id, holder, now=self.clock(), exact=exact)
-            try:
-                result = conditional_batch(
-                    transition.conditions, transition.writes, using=self.using
-                )
-            finally:
-                self._untrack(workflow_id, holder)
+            # A statement that raised leaves the outcome in doubt (the server
+            # may have gone away after committing): the claim stays tracked, so
+            # renewal keeps it and the caller's retry releases it -- forgetting
+            # it here would leave a row naming this engine that nothing renews,
+            # releases or takes over while its workflow has nothing to drive.
+            result = conditional_batch(transition.conditions, transition.writes, using=self.using)
+            self._untrack(workflow_id, holder)
             return ReleaseResult("released" if result.committed else "lost-race", workflow_id)
         finally:
             with self._lock:
