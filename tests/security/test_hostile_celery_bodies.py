@@ -124,6 +124,9 @@ def test_a_malformed_drive_is_discarded_with_one_warning(
         ([{"run_id": RUN}], {}, "run_id must be a str"),
         ([RUN], {"due_ms": "soon"}, "due_ms must be an int"),
         ([RUN], {"workflow_id": "w" * 201}, "workflow_id must be 1..200"),
+        ([RUN], {"attempt": "again"}, "attempt must be an int"),
+        ([RUN], {"attempt": -1}, "attempt must be in"),
+        ([RUN], {"attempt": 10**9}, "attempt must be in"),
     ],
 )
 def test_a_malformed_pickup_is_discarded(

@@ -154,7 +154,9 @@ def _register_tasks(app: Celery) -> None:
             m = parse_pickup(args, kwargs)
         except MalformedMessage as error:
             return discard(PICKUP_TASK, error)
-        return run_pickup(m.run_id, due_ms=m.due_ms, workflow_id=m.workflow_id).as_result(m.run_id)
+        return run_pickup(
+            m.run_id, due_ms=m.due_ms, workflow_id=m.workflow_id, attempt=m.attempt
+        ).as_result(m.run_id)
 
 
 __all__ = [

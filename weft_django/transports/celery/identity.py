@@ -30,17 +30,31 @@ class NodeIdentity:
     node_name: str
     pool: str
     main_pid: int
+    #: The pool's processes (threads): a node's room is twice this (``room``).
+    concurrency: int = 1
 
     def to_env(self) -> str:
         return json.dumps(
-            {"e": self.engine_id, "n": self.node_name, "p": self.pool, "m": self.main_pid}
+            {
+                "e": self.engine_id,
+                "n": self.node_name,
+                "p": self.pool,
+                "m": self.main_pid,
+                "c": self.concurrency,
+            }
         )
 
     @classmethod
     def from_env(cls, raw: str | None) -> NodeIdentity | None:
         try:
             data = json.loads(raw or "")
-            return cls(str(data["e"]), str(data["n"]), str(data["p"]), int(data["m"]))
+            return cls(
+                str(data["e"]),
+                str(data["n"]),
+                str(data["p"]),
+                int(data["m"]),
+                max(1, int(data.get("c", 1))),
+            )
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -105,6 +119,7 @@ def prepare_node(worker: Any, *, queue: str) -> NodeIdentity:
         node_name=node,
         pool=name,
         main_pid=os.getpid(),
+        concurrency=max(1, int(getattr(worker, "concurrency", 0) or 1)),
     )
     os.environ[ENV_KEY] = minted.current.to_env()  # for pool processes that do not fork
     worker.app.amqp.queues.select_add(queue)

@@ -61,6 +61,7 @@ class PickupArgs:
     run_id: str
     due_ms: int | None = None
     workflow_id: str = ""
+    attempt: int = 0
 
 
 def _int(name: str, value: Any, low: int, high_exclusive: int) -> int:
@@ -116,12 +117,13 @@ def parse_drive(args: tuple[Any, ...], kwargs: dict[str, Any]) -> DriveArgs:
 
 
 def parse_pickup(args: tuple[Any, ...], kwargs: dict[str, Any]) -> PickupArgs:
-    """``weft.pickup(run_id, due_ms=, workflow_id=)``."""
+    """``weft.pickup(run_id, due_ms=, workflow_id=, attempt=)``."""
     _arity("weft.pickup", args, ("run_id",))
     return PickupArgs(
         _run_id(args[0]),
         due_ms=_due(kwargs.get("due_ms")),
         workflow_id=_str("workflow_id", kwargs.get("workflow_id", ""), MAX_NAME_LENGTH),
+        attempt=_int("attempt", kwargs.get("attempt", 0), 0, MAX_ATTEMPT + 1),
     )
 
 

@@ -185,16 +185,30 @@ def send_drive(message: DriveMessage) -> bool:
     )
 
 
-def send_pickup(run_id: str, *, eta_ms: int | None = None, workflow_id: str | None = None) -> bool:
-    """``weft.pickup`` on the shared queue: any node may claim the pending run."""
+def send_pickup(
+    run_id: str,
+    *,
+    eta_ms: int | None = None,
+    workflow_id: str | None = None,
+    attempt: int = 0,
+    due_ms: int | None = None,
+) -> bool:
+    """``weft.pickup`` on the shared queue: any node may claim the pending run.
+
+    ``attempt`` counts re-offers of a pickup a node had no room for;
+    ``due_ms`` keeps the first offer's due time across them (the latency
+    logged is the run's, not the re-offer's).
+    """
     current = installation.current
     if current is None:
         return False
     now = wall_ms()
     due = eta_ms if eta_ms is not None and eta_ms > now else now
-    options: dict[str, Any] = {"due_ms": due}
+    options: dict[str, Any] = {"due_ms": due if due_ms is None else due_ms}
     if workflow_id:
         options["workflow_id"] = str(workflow_id)
+    if attempt:
+        options["attempt"] = int(attempt)
     return send(
         PICKUP_TASK,
         [str(run_id)],

@@ -42,6 +42,7 @@ from weft_django.ownership.guard import decide_wake, record_wake
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 from weft_django.transports.celery.identity import NodeIdentity, identity
 from weft_django.transports.celery.messages import DriveMessage, send_drive
+from weft_django.transports.celery.room import node_room, reoffer_pickup
 from weft_django.transports.celery.scheduling import MessageScheduler, build_engine
 from weft_django.transports.celery.timers import after_turn
 from weft_django.transports.celery.turn_marks import (
@@ -339,9 +340,10 @@ def _wake(
 
 
 def run_pickup(
-    run_id: str, *, due_ms: int | None = None, workflow_id: str = "", **_: Any
+    run_id: str, *, due_ms: int | None = None, workflow_id: str = "", attempt: int = 0, **_: Any
 ) -> TaskOutcome:
-    """The ``weft.pickup`` task body (any node): claim a pending run, drive it."""
+    """The ``weft.pickup`` task body (any node): claim a pending run, drive it
+    (``attempt``: how many times a node without room re-offered it)."""
     ident = identity()
     if ident is None:
         logger.error("weft.pickup ran outside a weft Celery node; ignored")
@@ -368,6 +370,18 @@ def run_pickup(
             for handoff in admit_pending(engine, 1):
                 engine.dispatch_handoff(handoff)
             return TaskOutcome("queued", wid)
+        if node_room(db, ident.engine_id, ident.concurrency, now, 1) <= 0:
+            # The node owes its pool more turns than it can drive soon: the
+            # turns it owes go first; the run stays pending for an engine with
+            # room, and comes back here shortly (``room.reoffer_pickup``).
+            reoffer_pickup(
+                run_id,
+                wid,
+                attempt=attempt,
+                due_ms=due_ms,
+                renew_interval_ms=engine.settings.claim_renew_interval_ms,
+            )
+            return TaskOutcome("no-room", wid)
         key = str(run.pk)
         if not state.driving.enter(key):
             return TaskOutcome("busy", wid)

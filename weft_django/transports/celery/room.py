@@ -10,12 +10,24 @@ The room is twice the pool's processes less the turns the node already
 owes (its claimed runs that need a turn now, ``querysets.owes_turn_q``).
 The node's main process (pickups, takeovers) and its pool processes
 (``weft.pickup`` messages from the shared queue) ask the same question.
+
+A pickup a pool process declines is re-offered (``reoffer_pickup``) after
+250 ms, then twice the previous delay, while the delay is under half a
+renew interval; the run stays pending meanwhile, so an engine with room
+(any engine's polling pass) may take it first. Without the re-offer a
+declined run waited for the next poll, a renew interval, even on an idle
+node whose room freed a moment later.
 """
 
 from __future__ import annotations
 
+from weft_django.clock import wall_ms
 from weft_django.models import WorkflowClaim, WorkflowRun
 from weft_django.querysets import owes_turn_q
+from weft_django.transports.celery.messages import send_pickup
+
+#: The first re-offer of a declined pickup comes this long after the decline.
+REOFFER_FIRST_MS = 250
 
 
 def node_room(db: str, engine_id: str, concurrency: int, now_ms: int, most: int) -> int:
@@ -32,4 +44,28 @@ def node_room(db: str, engine_id: str, concurrency: int, now_ms: int, most: int)
     return max(0, min(most, 2 * pool - owed))
 
 
-__all__ = ["node_room"]
+def reoffer_delay_ms(attempt: int, renew_interval_ms: int) -> int | None:
+    """The delay before re-offer number ``attempt + 1``; ``None`` once the
+    polling pass (every renew interval) is as soon."""
+    delay = REOFFER_FIRST_MS << min(max(attempt, 0), 30)
+    return delay if delay < renew_interval_ms // 2 else None
+
+
+def reoffer_pickup(
+    run_id: str, workflow_id: str, *, attempt: int, due_ms: int | None, renew_interval_ms: int
+) -> bool:
+    """Send the declined pickup of ``run_id`` again after its delay; whether
+    it was sent (``False`` when polling is as soon, or the send failed)."""
+    delay = reoffer_delay_ms(attempt, renew_interval_ms)
+    if delay is None:
+        return False
+    return send_pickup(
+        run_id,
+        eta_ms=wall_ms() + delay,
+        workflow_id=workflow_id,
+        attempt=attempt + 1,
+        due_ms=due_ms,
+    )
+
+
+__all__ = ["REOFFER_FIRST_MS", "node_room", "reoffer_delay_ms", "reoffer_pickup"]
