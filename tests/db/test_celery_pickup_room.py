@@ -11,17 +11,17 @@ soak, issue #21).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.db.celery_pool import as_pool_process
 from weft_django.clock import wall_ms
 from weft_django.models import WorkflowClaim, WorkflowRun
 from weft_django.transports.celery import identity as node_identity
 from weft_django.transports.celery import room
-from weft_django.transports.celery.pool import run_pickup, state
+from weft_django.transports.celery.pool import run_pickup
 
 pytestmark = pytest.mark.usefixtures("batch_db")
 
@@ -29,18 +29,8 @@ pytestmark = pytest.mark.usefixtures("batch_db")
 @pytest.fixture
 def node() -> Iterator[None]:
     """This process as a pool process of a one-process node."""
-    before = node_identity.minted.current
-    node_identity.minted.current = node_identity.NodeIdentity(
-        "node-r", "celery@room", "solo", os.getpid(), concurrency=1
-    )
-    try:
+    with as_pool_process("node-r", "celery@room", concurrency=1):
         yield
-    finally:
-        engine = getattr(state.local, "engine", None)
-        if engine is not None:
-            engine.dispose(grace=0)
-            state.local.engine = None
-        node_identity.minted.current = before
 
 
 def _owe(n: int) -> None:

@@ -11,16 +11,15 @@ concurrency but not the rate (a re-admission is no new start): the chaos soak
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 from django.test import override_settings
 
+from tests.db.celery_pool import as_pool_process
 from weft_django.clock import now_ms
 from weft_django.models import QueueSlot, WorkflowClaim, WorkflowRun
-from weft_django.transports.celery import identity as node_identity
-from weft_django.transports.celery.pool import run_pickup, state
+from weft_django.transports.celery.pool import run_pickup
 
 pytestmark = pytest.mark.usefixtures("batch_db")
 
@@ -30,19 +29,8 @@ QUEUES = {"rated": {"rate": "1/m"}}
 @pytest.fixture
 def node() -> Iterator[None]:
     """This process as a Celery node's pool process (its identity, a fresh engine)."""
-    before = node_identity.minted.current
-    node_identity.minted.current = node_identity.NodeIdentity(
-        "node-q", "celery@queued", "solo", os.getpid()
-    )
-    try:
-        with override_settings(WEFT={"QUEUES": QUEUES}):
-            yield
-    finally:
-        engine = getattr(state.local, "engine", None)
-        if engine is not None:
-            engine.dispose(grace=0)
-            state.local.engine = None
-        node_identity.minted.current = before
+    with as_pool_process("node-q", "celery@queued"), override_settings(WEFT={"QUEUES": QUEUES}):
+        yield
 
 
 def test_a_pickup_of_a_run_whose_queue_is_at_its_rate_leaves_it_pending(node: None) -> None:

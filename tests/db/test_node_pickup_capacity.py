@@ -25,8 +25,10 @@ NOW = 5_000_000
 
 
 def _scheduler(concurrency: int) -> CeleryNodeScheduler:
-    ident: Any = SimpleNamespace(engine_id="node-a", node_name="n@h", pool="prefork")
-    scheduler = CeleryNodeScheduler(ident, SimpleNamespace(concurrency=concurrency))
+    ident: Any = SimpleNamespace(
+        engine_id="node-a", node_name="n@h", pool="prefork", concurrency=concurrency
+    )
+    scheduler = CeleryNodeScheduler(ident, SimpleNamespace())
     scheduler.engine = SimpleNamespace(  # type: ignore[assignment]
         settings=get_settings(), now_ms=lambda: NOW
     )

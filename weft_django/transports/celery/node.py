@@ -60,10 +60,10 @@ class CeleryNodeScheduler(MessageScheduler):
         (``querysets.owes_turn_q``: running, or parked with a wake or a due
         timer), queued or under way; one count per pass.
         """
-        pool = int(getattr(self.worker, "concurrency", 0) or 1)
         engine = self.engine
+        ident = self.identity
         return node_room(
-            engine.settings.database, self.identity.engine_id, pool, engine.now_ms(), most
+            engine.settings.database, ident.engine_id, ident.concurrency, engine.now_ms(), most
         )
 
     def reclaim_capacity(self, most: int) -> int:
