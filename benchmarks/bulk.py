@@ -132,8 +132,8 @@ def run(
     from django.db.models import Exists, OuterRef
     from django.test import override_settings
 
-    from weft_django.engine import client
-    from weft_django.engine.run_filters import RunFilter
+    from weft_django import client
+    from weft_django.engine.runs.filters import RunFilter
     from weft_django.models import RunSearchAttribute, WorkflowRun
 
     common.reset_tables()

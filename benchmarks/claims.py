@@ -19,7 +19,7 @@ reported as a second ratio; the headline stays against the bare CAS.
 Driver settings: the baseline's connection has psycopg's defaults, which
 prepare a statement after 5 executions; ours runs with the same
 (``OPTIONS["prepare_threshold"] = 5`` on the Django connection, see
-``weft_django.db.prepared``). A third phase, ``ours_unprepared``, runs ours
+``weft_django.db.postgresql.prepared``). A third phase, ``ours_unprepared``, runs ours
 under Django's default (``prepare_threshold`` ``None``: nothing prepared, what
 a transaction-pooling PgBouncer needs) and is reported beside it.
 
@@ -56,7 +56,7 @@ def _worker(index: int, url: str, commands: Any, results: Any) -> None:
     common.setup_django(url)
     from django.db import connections
 
-    from weft_django.clock import wall_ms as wall_clock_ms
+    from weft_django.kernel.clock import wall_ms as wall_clock_ms
     from weft_django.models import ClaimEvent, WorkflowClaim
     from weft_django.ownership.registry import ClaimRegistry
 

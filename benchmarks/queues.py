@@ -100,10 +100,10 @@ def run(quick: bool = True, publish: bool = True) -> dict[str, Any]:
     common.setup_django()
     from django.db import connections
 
-    from weft_django.engine.definitions import registry
+    from weft_django.engine.workflow.definitions import registry
+    from weft_django.kernel.queue_spec import parse_queues
     from weft_django.models import EngineRecord
     from weft_django.ownership.slots import live_slots
-    from weft_django.queue_settings import parse_queues
 
     assert "three-steps" in registry.workflows
     runs, trials = (200, 2) if quick else (1000, 3)

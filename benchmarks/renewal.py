@@ -41,7 +41,7 @@ def run(quick: bool, publish: bool = True) -> dict[str, Any]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from weft_django.clock import wall_ms as wall_clock_ms
+    from weft_django.kernel.clock import wall_ms as wall_clock_ms
     from weft_django.models import WorkflowClaim
     from weft_django.ownership.codec import HolderRecord
     from weft_django.ownership.registry import ClaimRegistry

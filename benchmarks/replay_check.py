@@ -27,7 +27,7 @@ REPEATS = 3
 
 
 def _populate(count: int) -> None:
-    from weft_django.engine import client
+    from weft_django import client
     from weft_django.testing import WorkflowTestEnvironment
 
     env = WorkflowTestEnvironment(worker_concurrency=8)
@@ -45,7 +45,7 @@ def _ours() -> tuple[float, int, int]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from weft_django.engine.replay_check import check_live_runs
+    from weft_django.engine.replay.check import check_live_runs
 
     with CaptureQueriesContext(connection) as queries:
         t0 = time.perf_counter()
@@ -57,10 +57,10 @@ def _ours() -> tuple[float, int, int]:
 
 
 def _baseline() -> float:
-    from weft_django.clock import now_ms
-    from weft_django.engine.definitions import get_workflow
-    from weft_django.engine.replay import Replay
-    from weft_django.engine.store import load_events
+    from weft_django.engine.journal import load_events
+    from weft_django.engine.replay.machine import Replay
+    from weft_django.engine.workflow.definitions import get_workflow
+    from weft_django.kernel.clock import now_ms
     from weft_django.models import WorkflowRun
 
     definition = get_workflow("bench-replay")

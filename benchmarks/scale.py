@@ -136,7 +136,7 @@ class Bench:
         return prefix
 
     def pickup(self) -> int:
-        from weft_django.engine.pickup import pick_up_batch
+        from weft_django.engine.maintenance.pickup import pick_up_batch
 
         got = pick_up_batch(self.picker, PICKUP)
         if len(got.picked) != PICKUP:
@@ -259,7 +259,7 @@ def run(
     from django.db import connection
 
     from benchmarks.scale_seed import analyze, seed_engines, seed_parked
-    from weft_django.clock import wall_ms
+    from weft_django.kernel.clock import wall_ms
 
     n_small = small or (200 if quick else 1_000)
     n_large = large or (20_000 if quick else 100_000)

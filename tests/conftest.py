@@ -83,7 +83,7 @@ def _no_leftover_engine_clock() -> Iterator[None]:
     """An engine booted with an injected clock installs it process-wide until
     ``dispose()``; a test that never disposes its engine must not leak that
     clock into the next test's ``client`` calls."""
-    from weft_django.clock import process_clock
+    from weft_django.kernel.clock import process_clock
 
     before = process_clock.installed()
     yield

@@ -111,8 +111,8 @@ def db_session_id() -> Any:
 def type_label_is_bounded(key: str, value: str) -> bool:
     """A business-metric label value that is bounded: a registered workflow or
     activity name (or ``"other"``), an activity attempt outcome, a bucket bound."""
-    from weft_django.engine.definitions import registry
-    from weft_django.ownership.business_metrics import ACTIVITY_ATTEMPT_OUTCOMES, OTHER
+    from weft_django.engine.workflow.definitions import registry
+    from weft_django.metrics.business import ACTIVITY_ATTEMPT_OUTCOMES, OTHER
 
     if key == "le":
         return value == "+Inf" or value.replace(".", "", 1).isdigit()

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "workflow": ("weft_django.engine.definitions", "workflow"),
-    "activity": ("weft_django.engine.definitions", "activity"),
-    "client": ("weft_django.engine.client", None),
-    "activity_info": ("weft_django.engine.activity_context", "activity_info"),
-    "ActivityInfo": ("weft_django.engine.activity_context", "ActivityInfo"),
+    "workflow": ("weft_django.engine.workflow.definitions", "workflow"),
+    "activity": ("weft_django.engine.workflow.definitions", "activity"),
+    "client": ("weft_django.client", None),
+    "activity_info": ("weft_django.engine.activities.info", "activity_info"),
+    "ActivityInfo": ("weft_django.engine.activities.info", "ActivityInfo"),
     "ActivityCancelled": ("weft_django.errors", "ActivityCancelled"),
     "FencedModel": ("weft_django.fencing", "FencedModel"),
     "StaleFenceError": ("weft_django.errors", "StaleFenceError"),
@@ -27,11 +27,11 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from weft_django.engine import client as client
-    from weft_django.engine.activity_context import ActivityInfo as ActivityInfo
-    from weft_django.engine.activity_context import activity_info as activity_info
-    from weft_django.engine.definitions import activity as activity
-    from weft_django.engine.definitions import workflow as workflow
+    from weft_django import client
+    from weft_django.engine.activities.info import ActivityInfo as ActivityInfo
+    from weft_django.engine.activities.info import activity_info as activity_info
+    from weft_django.engine.workflow.definitions import activity as activity
+    from weft_django.engine.workflow.definitions import workflow as workflow
     from weft_django.errors import ActivityCancelled as ActivityCancelled
     from weft_django.errors import SagaCompensationError as SagaCompensationError
     from weft_django.errors import StaleFenceError as StaleFenceError

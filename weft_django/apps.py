@@ -28,7 +28,7 @@ class WeftConfig(AppConfig):
     def ready(self) -> None:
         from weft_django import checks  # noqa: F401  (registers the system checks)
         from weft_django.engine import schedules  # noqa: F401  (registers weft.schedule)
-        from weft_django.engine.definitions import autodiscover
+        from weft_django.engine.workflow.definitions import autodiscover
 
         autodiscover()
         install_wake_backends()
@@ -44,7 +44,7 @@ class WeftConfig(AppConfig):
         Idempotent: ``ready()`` may run more than once in tests.
         """
         try:
-            from weft_django import metrics_export
+            from weft_django.contrib import prometheus as metrics_export
         except ImportError:
             return
         if metrics_export.settings_opt_in():

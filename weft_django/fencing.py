@@ -59,7 +59,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from django.db import models
 from django.db.models import Q
 
-from weft_django.engine.activity_context import activity_info
+from weft_django.engine.activities.info import activity_info
 from weft_django.errors import StaleFenceError
 
 __all__ = [

@@ -16,7 +16,7 @@ Each event is therefore reported twice through one helper:
   ``record.weft = {..fields, "event": <name>}`` for structured log pipelines.
 
 The closed sets these warnings carry (``WakeKind``, ``LeaseLostReason``) are
-defined in ``weft_django.vocab`` and re-exported here, their old home.
+defined in ``weft_django.kernel.vocab`` and re-exported here, their old home.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import logging
 import warnings
 from typing import Any, Final
 
-from weft_django.vocab import LEASE_LOST_REASONS, WAKE_KINDS, LeaseLostReason, WakeKind
+from weft_django.kernel.vocab import LEASE_LOST_REASONS, WAKE_KINDS, LeaseLostReason, WakeKind
 
 __all__ = [
     "LEASE_LOST_REASONS",

@@ -69,7 +69,7 @@ def test_an_unexpected_exception_is_a_logged_json_500(caplog: pytest.LogCaptureF
 
 @pytest.mark.django_db
 def test_a_bug_in_a_view_answers_json(api: APIClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    from weft_django.engine import client
+    from weft_django import client
 
     def broken(workflow_id: str) -> Any:
         raise RuntimeError("boom")

@@ -15,7 +15,7 @@ from django.test import Client
 
 import tests.api.workflows  # noqa: F401  (registers the workflows)
 from tests.api.conftest import url
-from weft_django.engine.heartbeats import heartbeat_sink
+from weft_django.engine.activities.heartbeats import heartbeat_sink
 from weft_django.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import url
-from weft_django.engine.external import wall_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import EngineRecord, WorkflowClaim
 from weft_django.ownership.metrics import CLAIM_ATTEMPT_OUTCOMES
 

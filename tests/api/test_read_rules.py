@@ -4,7 +4,7 @@ Each case is one where the API used to disagree with the admin, ``weft_status``
 and ``/metrics`` (the API had its own copies of the rules): an engine that
 heartbeated between 3 × CLAIM_RENEW_INTERVAL and CLAIM_TTL ago, corrupt
 holders (``engine_id=""``, ``epoch < 1``, only ``claimed_at`` set), and due
-timers of runs nobody drives. Now they all read ``weft_django.querysets``.
+timers of runs nobody drives. Now they all read ``weft_django.models.querysets``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from tests.api.conftest import url
-from weft_django.clock import wall_ms
 from weft_django.conf import get_settings
 from weft_django.inspection import claim_state, cluster_counters, cluster_status
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import EngineRecord, Timer, WorkflowClaim, WorkflowRun
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import url
-from weft_django.engine import client
+from weft_django import client
 from weft_django.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

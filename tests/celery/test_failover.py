@@ -24,7 +24,7 @@ import pytest
 from project.demo.models import SideEffect
 from tests.celery.conftest import REDIS_URL, CeleryWorker, wait_for
 from weft_django import client
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import ClaimEvent, JournalEntry, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 

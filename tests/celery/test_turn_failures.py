@@ -16,7 +16,7 @@ from django.db import transaction
 
 from tests.celery.conftest import CeleryWorker, wait_for
 from weft_django import client
-from weft_django.engine.turn_failures import retry_delay_ms
+from weft_django.engine.turn.failures import retry_delay_ms
 from weft_django.models import WorkflowClaim, WorkflowRun
 
 pytestmark = [pytest.mark.processes]

@@ -34,7 +34,7 @@ from tests.celery.conftest import (
     wakes,
 )
 from weft_django import client
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import (
     ClaimEvent,
     EngineRecord,

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from weft_django import ActivityCancelled, activity, activity_info, workflow
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 
 #: How long a rendezvous waits for the other attempts (hang protection only).
 MEET_TIMEOUT_S = 15.0

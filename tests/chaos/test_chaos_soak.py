@@ -7,11 +7,11 @@ a broker outage, a clock step forward and back, a kill while holding an atomic
 step's transaction, a queue slot or a schedule tick.
 
 Why a child process: the soak restarts its PostgreSQL server and stops its
-broker, so it runs on its own (``tests.chaos.services``: a private cluster and
+broker, so it runs on its own (``devtools.chaos.services``: a private cluster and
 Redis on free ports), never on pytest's test database nor the shared servers
 the rest of the suite uses in parallel.
 
-Asserted from the child's audit (``--json``; ``tests.chaos.check``, from
+Asserted from the child's audit (``--json``; ``devtools.chaos.check``, from
 durable records only): nothing lost, no journal position written twice, no
 write by a non-holder, no early takeover, no stuck claim, every duplicate
 activity execution explained by a fault on the engine that ran it, every
@@ -35,8 +35,8 @@ import sys
 
 import pytest
 
+from devtools.chaos.injector import FAULT_KINDS
 from devtools.procs import REPO_ROOT, child_env
-from tests.chaos.injector import FAULT_KINDS
 
 pytestmark = [pytest.mark.processes]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.chaos import check_capabilities as capabilities
-from tests.chaos.check import Audit, ScheduleWindow
+from devtools.chaos import check_capabilities as capabilities
+from devtools.chaos.check import Audit, ScheduleWindow
 from weft_django.models import WorkflowRun
 
 
@@ -55,7 +55,7 @@ def test_a_tail_that_never_fired_is_missed() -> None:
 def test_a_tail_cut_short_by_a_database_outage_is_not_missed() -> None:
     """Ticks due while PostgreSQL was down fire once it is back (catch-up);
     a deletion right after the outage leaves them unfired, by design."""
-    from tests.chaos.injector import FaultRecord
+    from devtools.chaos.injector import FaultRecord
 
     end = 12_000 + capabilities.SCHEDULE_TAIL_SLACK_MS + 3_000
     window = ScheduleWindow("chaos-tick", 1000, since_ms=10_500, deleted_ms=end)

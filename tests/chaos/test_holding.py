@@ -13,9 +13,9 @@ import uuid
 import pytest
 from django.db import connection
 
-from tests.chaos.harness import ChaosConfig, Cluster
+from devtools.chaos.harness import ChaosConfig, Cluster
+from weft_django.kernel.schedule_spec import DRIVER_WORKFLOW
 from weft_django.models import QueueSlot, WorkflowClaim, WorkflowRun
-from weft_django.schedule_spec import DRIVER_WORKFLOW
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

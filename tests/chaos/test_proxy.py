@@ -1,4 +1,4 @@
-"""The chaos proxy black-holes without resetting (``tests/chaos/proxy.py``).
+"""The chaos proxy black-holes without resetting (``devtools/chaos/proxy.py``).
 
 Against a local echo server, no database: while a port is blocked, bytes sent
 either way are held (the client reads nothing, and no EOF or RST), new
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.chaos.proxy import ProxyHub
+from devtools.chaos.proxy import ProxyHub
 
 QUIET_S = 0.3  # how long "nothing arrives" is watched; never a performance bound
 

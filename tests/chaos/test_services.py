@@ -1,4 +1,4 @@
-"""The chaos soak's private services (``tests.chaos.services``): a restart of the
+"""The chaos soak's private services (``devtools.chaos.services``): a restart of the
 private PostgreSQL drops every session at once and the server comes back on
 the same port; a stopped private Redis refuses connections until started again.
 Neither touches the shared servers (their own free ports). ``processes`` tier:
@@ -11,7 +11,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.chaos.services import PrivatePostgres, PrivateRedis, port_open
+from devtools.chaos.services import PrivatePostgres, PrivateRedis, port_open
 
 pytestmark = [pytest.mark.processes]
 

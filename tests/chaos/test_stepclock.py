@@ -1,4 +1,4 @@
-"""The chaos engines' steppable clock (``tests.chaos.stepclock``): the offset the
+"""The chaos engines' steppable clock (``devtools.chaos.stepclock``): the offset the
 injector writes is what an engine built afterwards reads, and an explicit clock
 still wins (a test's fake clock is never replaced)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chaos import stepclock
-from weft_django.clock import wall_ms
+from devtools.chaos import stepclock
 from weft_django.engine import Engine
+from weft_django.kernel.clock import wall_ms
 
 
 @pytest.fixture

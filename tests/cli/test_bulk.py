@@ -15,7 +15,7 @@ import tests.cli.workflows  # noqa: F401  (registers the workflows)
 from tests.cli.helpers import weft
 from tests.e2e.helpers import row_counts
 from tests.support import REPO_ROOT, child_env, python
-from weft_django.engine import client
+from weft_django import client
 from weft_django.engine.operations.bulk import DEFAULT_CHUNK_SIZE
 from weft_django.models import WorkflowRun
 

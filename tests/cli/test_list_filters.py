@@ -10,7 +10,7 @@ import pytest
 
 import tests.cli.workflows  # noqa: F401  (registers the workflows)
 from tests.cli.helpers import weft
-from weft_django.engine import client
+from weft_django import client
 from weft_django.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,7 @@ import pytest
 import tests.cli.workflows  # noqa: F401  (registers the workflows)
 from tests.cli.helpers import weft
 from tests.e2e.helpers import row_counts
-from weft_django.engine import client
+from weft_django import client
 from weft_django.models import SignalMessage, WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

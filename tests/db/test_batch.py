@@ -329,7 +329,7 @@ def test_a_locked_database_is_retried_when_the_batch_owns_its_transaction(
 
 def test_a_deadlocked_checked_statement_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     """The one-statement form of a batch retries like the general path."""
-    from weft_django.db import write_statements
+    from weft_django.db.postgresql import writes as write_statements
 
     if not store.ops("default").supports_coalesced_writes:
         pytest.skip("SQLite runs every batch on the general path (tested above)")

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from tests.support import ManualClock
 from weft_django.engine import Engine
-from weft_django.engine.pickup import batch_applies, pick_up_batch
+from weft_django.engine.maintenance.pickup import batch_applies, pick_up_batch
 from weft_django.models import ClaimEvent, WorkflowClaim, WorkflowRun
 
 pytestmark = pytest.mark.usefixtures("batch_db")
@@ -246,7 +246,7 @@ def test_the_prebuilt_read_selects_what_pending_due_selects(
     from django.test import override_settings
 
     from weft_django import db as store
-    from weft_django.engine.pickup import pending_due
+    from weft_django.engine.maintenance.pickup import pending_due
 
     now = clock.now
     rows = [

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.db.celery_pool import as_pool_process
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import WorkflowClaim, WorkflowRun
 from weft_django.transports.celery import identity as node_identity
 from weft_django.transports.celery import room

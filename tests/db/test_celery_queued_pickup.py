@@ -17,7 +17,7 @@ import pytest
 from django.test import override_settings
 
 from tests.db.celery_pool import as_pool_process
-from weft_django.clock import now_ms
+from weft_django.kernel.clock import now_ms
 from weft_django.models import QueueSlot, WorkflowClaim, WorkflowRun
 from weft_django.transports.celery.pool import run_pickup
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from tests.support import db_session_id
-from weft_django.clock import wall_ms
-from weft_django.engine.activity_context import ActivityInfo, AttemptControl
-from weft_django.engine.definitions import ActivityDefinition
-from weft_django.engine.executor import ActivityExecutor
+from weft_django.engine.activities.executor import ActivityExecutor
+from weft_django.engine.activities.info import ActivityInfo, AttemptControl
+from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.kernel.clock import wall_ms
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

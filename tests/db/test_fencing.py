@@ -21,7 +21,7 @@ from django.db.models import F
 
 from project.demo.models import FencedAccount, SideEffect
 from weft_django import ActivityInfo, StaleFenceError, afenced_update, fenced_update
-from weft_django.engine.activity_context import activity_scope
+from weft_django.engine.activities.info import activity_scope
 
 pytestmark = pytest.mark.usefixtures("batch_db")
 

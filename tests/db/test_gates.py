@@ -20,9 +20,9 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from tests.support import ManualClock, StaticHost
-from weft_django.clock import wall_ms
 from weft_django.conf import build_settings
 from weft_django.errors import OwnershipModeMismatchError
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import OwnershipModeMarker
 from weft_django.ownership import gates as gates_module
 from weft_django.ownership.gates import (

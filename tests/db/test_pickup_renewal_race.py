@@ -21,7 +21,8 @@ import pytest
 from django.db import connection, connections
 
 from tests.support import ManualClock
-from weft_django.engine import Engine, pickup
+from weft_django.engine import Engine
+from weft_django.engine.maintenance import pickup
 from weft_django.models import WorkflowClaim, WorkflowRun
 from weft_django.ownership.results import RenewOutcome
 

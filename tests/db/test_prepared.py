@@ -1,5 +1,5 @@
 """The claim read and claim statement on PostgreSQL's server-binding cursor
-(``weft_django.db.prepared``).
+(``weft_django.db.postgresql.prepared``).
 
 Invariants protected:
 - prepared or not is the connection's ``prepare_threshold`` (Django's
@@ -22,7 +22,7 @@ from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
 from tests.support import ManualClock
-from weft_django.db import prepared
+from weft_django.db.postgresql import prepared
 from weft_django.models import ClaimEvent, WorkflowClaim
 from weft_django.ownership.registry import ClaimRegistry
 

@@ -34,7 +34,7 @@ from django.test.utils import CaptureQueriesContext
 
 from benchmarks import scale
 from benchmarks.scale_seed import SeedShape, analyze, seed_engines, seed_parked
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 
 pytestmark = pytest.mark.usefixtures("batch_db")
 

@@ -25,7 +25,7 @@ VENDOR_BRANCH = re.compile(r"\bvendor\s*[!=]=")
 
 @pytest.mark.parametrize(
     "path",
-    [*sorted((PACKAGE / "ownership").glob("*.py")), PACKAGE / "checks.py", PACKAGE / "conf.py"],
+    [*sorted((PACKAGE / "ownership").glob("*.py")), *sorted((PACKAGE / "checks").glob("*.py")), *sorted((PACKAGE / "conf").glob("*.py"))],
     ids=lambda p: str(p.relative_to(PACKAGE)),
 )
 def test_no_vendor_branch_outside_the_seam(path: Path) -> None:
@@ -51,23 +51,9 @@ def test_the_configured_vendor_comes_from_the_backend_class() -> None:
     assert store.configured_vendor({"ENGINE": "no.such.backend"}) == "unknown"
 
 
-def test_moved_modules_keep_their_old_import_paths() -> None:
-    from weft_django.db.single_row import insert_row, update_by_pk
-    from weft_django.ownership import batch, ops
-    from weft_django.ownership.claim_statement import try_claim_statement
-    from weft_django.ownership.fast_sql import insert_row as old_insert
-    from weft_django.ownership.fast_sql import update_by_pk as old_update
-
-    assert (old_insert, old_update) == (insert_row, update_by_pk)
-    assert callable(try_claim_statement)
-    for name in ops.__all__:
-        assert getattr(batch, name) is getattr(ops, name)
-
-
 def test_the_vocabulary_imports_no_executor() -> None:
     tree = ast.parse((PACKAGE / "ownership" / "ops.py").read_text())
     imported = {
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     }
     assert "weft_django.ownership.batch" not in imported
-    assert not any(m.startswith("weft_django.ownership.claim_statement") for m in imported)

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from weft_django.engine.definitions import registry
+from weft_django.engine.workflow.definitions import registry
 from weft_django.models import (
     AsyncActivity,
     ClaimEvent,

@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.helpers import journal, latest, row_counts, run_state
 from weft_django import activity, client, workflow
-from weft_django.engine.store import async_token
+from weft_django.engine.journal import async_token
 from weft_django.errors import ActivityError, AsyncActivityTokenError, WorkflowTimeoutError
 from weft_django.models import AsyncActivity, JournalEntry
 

@@ -24,7 +24,8 @@ from django.db import connection, connections
 import tests.api.workflows as api_workflows
 from tests.e2e.helpers import claim_epoch, latest
 from weft_django import client, workflow
-from weft_django.engine import aclient, adone
+from weft_django.client import aio as aclient
+from weft_django.engine import adone
 from weft_django.errors import (
     InvalidTransitionError,
     PayloadError,
@@ -293,7 +294,7 @@ def test_aresult_waits_without_blocking_the_loop(weft_env: Any, monkeypatch: Any
 
 
 def test_a_failing_async_listen_falls_back_to_polling(weft_env: Any, monkeypatch: Any) -> None:
-    from weft_django.transports import anotify
+    from weft_django.transports.notify import aio as anotify
 
     async def refused(using: str) -> Any:
         raise OSError("connection refused")

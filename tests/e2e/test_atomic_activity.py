@@ -29,7 +29,7 @@ from project.demo.models import Stock, StockMove
 from tests.e2e.helpers import latest
 from weft_django import activity, activity_info, client, workflow
 from weft_django.engine import Engine
-from weft_django.engine.atomic import WeftAtomicOtherAliasWarning
+from weft_django.engine.activities.atomic import WeftAtomicOtherAliasWarning
 from weft_django.errors import ActivityError
 from weft_django.models import JournalEntry, WorkflowClaim
 
@@ -364,7 +364,7 @@ def test_atomic_on_another_alias_is_refused():
 @pytest.mark.django_db(transaction=True)
 def test_a_write_through_another_alias_is_warned_once():
     """Seen from an atomic step on an alias "weft-only": "default" is the other one."""
-    from weft_django.engine import atomic as atomic_module
+    from weft_django.engine.activities import atomic as atomic_module
 
     atomic_module._warned.discard(("atomic-warned", "default"))
     with (

@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 
 from weft_django import client, workflow
 from weft_django.engine.operations import bulk as bulk_module
-from weft_django.engine.run_filters import InvalidRunFilter, RunFilter
+from weft_django.engine.runs.filters import InvalidRunFilter, RunFilter
 from weft_django.models import ClaimEvent, JournalEntry, WorkflowClaim, WorkflowRun
 from weft_django.ownership.batch import BatchResult
 

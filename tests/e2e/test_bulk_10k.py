@@ -18,7 +18,7 @@ from django.db import connection
 
 from benchmarks.bulk import SEEDED_ENGINE, seed_runs
 from weft_django import client
-from weft_django.engine.run_filters import RunFilter
+from weft_django.engine.runs.filters import RunFilter
 from weft_django.models import (
     ClaimEvent,
     JournalEntry,

@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.helpers import claim_epoch, journal, latest
 from weft_django import WorkflowCancelled, activity, client, workflow
-from weft_django.engine.definitions import registry
+from weft_django.engine.workflow.definitions import registry
 from weft_django.errors import InvalidTransitionError
 from weft_django.models import WorkflowRun
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.e2e.helpers import latest
 from weft_django import ActivityCancelled, activity, activity_info, client, workflow
-from weft_django.engine.context import WorkflowContext
+from weft_django.engine.workflow.context import WorkflowContext
 from weft_django.errors import ActivityError, AsyncActivityTokenError
 
 CALLS: Counter[str] = Counter()

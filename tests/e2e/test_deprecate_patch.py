@@ -22,7 +22,7 @@ from django.core.management.base import CommandError
 
 from tests.e2e.helpers import journal, swapped_workflow
 from weft_django import activity, client, workflow
-from weft_django.engine.context import WorkflowContext
+from weft_django.engine.workflow.context import WorkflowContext
 from weft_django.models import JournalEntry, WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 
 from weft_django import activity, client, workflow
-from weft_django.engine.replay import Replay
+from weft_django.engine.replay.machine import Replay
 from weft_django.errors import (
     PayloadError,
     WorkflowFinishedError,
@@ -25,7 +25,7 @@ from weft_django.errors import (
     WorkflowTimeoutError,
 )
 from weft_django.models import JournalEntry, StreamEntry, WorkflowEvent, WorkflowRun
-from weft_django.transports.anotify import aclose_done_hubs
+from weft_django.transports.notify.aio import aclose_done_hubs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -102,8 +102,8 @@ def test_a_replay_records_nothing_again(weft_env: Any) -> None:
     client.start("ev-progress", {"steps": 2}, workflow_id="ev-2")
     weft_env.run_until_idle()
     run = WorkflowRun.objects.get(workflow_id="ev-2")
-    from weft_django.engine.definitions import get_workflow
-    from weft_django.engine.store import load_events
+    from weft_django.engine.journal import load_events
+    from weft_django.engine.workflow.definitions import get_workflow
 
     replay = Replay(
         get_workflow("ev-progress"),

@@ -22,7 +22,11 @@ from tests.e2e.helpers import claim_epoch, latest
 from tests.support import ManualClock
 from weft_django import ActivityCancelled, client, workflow
 from weft_django.engine import Engine
-from weft_django.engine.heartbeats import CLAIM_LOST, close_heartbeat_thread, heartbeat_sink
+from weft_django.engine.activities.heartbeats import (
+    CLAIM_LOST,
+    close_heartbeat_thread,
+    heartbeat_sink,
+)
 from weft_django.models import ActivityHeartbeat, WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,9 +20,9 @@ import pytest
 from tests.e2e.helpers import latest
 from weft_django import activity, client, workflow
 from weft_django.engine import Engine
-from weft_django.engine.payload import dumps, normalize
-from weft_django.engine.payload_types import to_json_value
-from weft_django.engine.sandbox import json_copy
+from weft_django.engine.replay.sandbox import json_copy
+from weft_django.engine.workflow.payload import dumps, normalize
+from weft_django.engine.workflow.payload_types import to_json_value
 from weft_django.errors import PayloadError
 
 SEEN: list[object] = []

@@ -21,7 +21,7 @@ from tests.support import wait_for
 from weft_django import client, workflow
 from weft_django.engine import Engine
 from weft_django.models import ClaimEvent, WorkflowRun
-from weft_django.transports.pickup_route import PEERS_PATTERN, chosen
+from weft_django.transports.notify.pickup_route import PEERS_PATTERN, chosen
 
 LONG_S = 300
 

@@ -18,8 +18,9 @@ from django.db import connection
 
 from tests.support import ManualClock, wait_for
 from weft_django import client, workflow
-from weft_django.engine import Engine, poll_cadence
-from weft_django.engine.local_scheduler import LocalScheduler
+from weft_django.engine import Engine
+from weft_django.engine.scheduling import cadence as poll_cadence
+from weft_django.engine.scheduling.local import LocalScheduler
 from weft_django.models import WorkflowRun
 
 HOUR_S = 3600

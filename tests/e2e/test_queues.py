@@ -13,11 +13,11 @@ from tests.e2e.helpers import latest, row_counts
 from weft_django import activity, client, workflow
 from weft_django.conf import build_settings
 from weft_django.engine import Engine
-from weft_django.engine.definitions import registry
-from weft_django.engine.queues import UnknownQueueError, waiting_reason
+from weft_django.engine.queues.flow import UnknownQueueError, waiting_reason
+from weft_django.engine.workflow.definitions import registry
+from weft_django.kernel.queue_spec import parse_rate
 from weft_django.models import QueueSlot, WorkflowRun
 from weft_django.ownership.slots import live_slots
-from weft_django.queue_settings import parse_rate
 
 QUEUES = {
     "q2": {"concurrency": 2},
@@ -344,7 +344,7 @@ def test_an_admission_stamps_its_slot_with_the_time_after_the_queue_lock(clock, 
     the other admitters' rate windows early, and the chaos soak saw 5
     admissions of a 3-per-2 s queue within 1.75 s. The clock is read once the
     lock is held."""
-    from weft_django.engine import queues
+    from weft_django.engine.queues import flow as queues
 
     real_lock = queues.lock_queue
 
@@ -377,7 +377,7 @@ def test_a_sweeper_whose_clock_runs_ahead_keeps_the_others_rate_evidence(monkeyp
     it made and admit past the rate (the chaos soak's 4 admissions of a
     3-per-2 s queue in 1.75 s, next to a clock step)."""
     from tests.support import ManualClock
-    from weft_django.engine import queues
+    from weft_django.engine.queues import flow as queues
 
     monkeypatch.setattr(queues, "SWEEP_CHANCE", 1.0)  # every admission sweeps
     ahead = ManualClock(clock() + 120_000)

@@ -90,7 +90,7 @@ def test_a_claim_acquired_but_not_checked_is_checked_again(clock, monkeypatch):
     now checks it again."""
     from django.db import OperationalError
 
-    from weft_django.engine.maintenance import Maintenance
+    from weft_django.engine.maintenance.passes import Maintenance
     from weft_django.models import WorkflowRun
 
     dead = Engine(clock=clock, engine_id="dead", background_tasks="manual").boot()
@@ -131,7 +131,7 @@ def test_a_release_cut_off_mid_statement_is_retried(clock, monkeypatch):
     row naming the engine that nothing renewed, released or took over."""
     from django.db import OperationalError
 
-    from weft_django.engine.maintenance import Maintenance
+    from weft_django.engine.maintenance.passes import Maintenance
     from weft_django.models import WorkflowRun
     from weft_django.ownership import registry as registry_module
 

@@ -24,11 +24,11 @@ from django.core.management.base import CommandError, SystemCheckError
 import tests.e2e.replay_workflows as v1
 from tests.e2e.helpers import row_counts, swapped_workflow
 from tests.support import REPO_ROOT, child_env, python
-from weft_django.engine import client
-from weft_django.engine.definitions import registry
-from weft_django.engine.replay_check import check_live_runs
+from weft_django import client
+from weft_django.checks.replay import check_live_runs_replay
+from weft_django.engine.replay.check import check_live_runs
+from weft_django.engine.workflow.definitions import registry
 from weft_django.models import JournalEntry, WorkflowRun
-from weft_django.replay_checks import check_live_runs_replay
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

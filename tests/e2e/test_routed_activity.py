@@ -23,8 +23,8 @@ from django.db import connections
 from tests.e2e.helpers import journal
 from tests.support import wait_for
 from weft_django import activity, activity_info, client, workflow
-from weft_django.engine.definitions import registry
-from weft_django.engine.routing import RoutedMessage, dispatchers, report_routed
+from weft_django.engine.activities.routed import RoutedMessage, dispatchers, report_routed
+from weft_django.engine.workflow.definitions import registry
 from weft_django.errors import ActivityError
 from weft_django.models import JournalEntry, RoutedAttempt, WorkflowClaim
 from weft_django.transports.celery.routed import run_routed
@@ -196,7 +196,7 @@ def test_bad_routing_options_fail_at_definition(
 
 
 def test_checks_name_the_routed_activity_without_a_dispatcher() -> None:
-    from weft_django.routing_checks import check_routed_activities
+    from weft_django.checks.routing import check_routed_activities
 
     assert dispatchers.current() is None
     [error] = check_routed_activities()

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weft_django import client, workflow
-from weft_django.engine.run_filters import AttributeRange, InvalidRunFilter, RunFilter
+from weft_django.engine.runs.filters import AttributeRange, InvalidRunFilter, RunFilter
 from weft_django.errors import WeftError
 from weft_django.models import RunSearchAttribute, WorkflowRun
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.helpers import latest
 from weft_django import activity, client, workflow
-from weft_django.engine.run_waits import run_waits, waits_summary
+from weft_django.engine.runs.waits import run_waits, waits_summary
 from weft_django.models import UpdateRequest
 from weft_django.testing import WorkflowTestEnvironment
 

@@ -189,7 +189,7 @@ def test_a_failing_compensation_is_retried_then_reported_with_the_others(weft_en
 
 
 def test_saga_add_refuses_what_is_not_an_activity():
-    from weft_django.engine.saga import Saga
+    from weft_django.engine.workflow.saga import Saga
 
     class Ctx:
         workflow_id = "x"

@@ -21,8 +21,8 @@ from django.db import connections
 
 from weft_django import client, workflow
 from weft_django.errors import ScheduleAlreadyExists, ScheduleNotFound, UnknownWorkflowType
+from weft_django.kernel.schedule_spec import driver_workflow_id, tick_key
 from weft_django.models import Schedule, WorkflowRun
-from weft_django.schedule_spec import driver_workflow_id, tick_key
 from weft_django.testing import WorkflowTestEnvironment
 from weft_django.warnings import WeftScheduleRemovedWarning
 

@@ -14,10 +14,9 @@ from tests.e2e.helpers import latest
 from weft_django import client, workflow
 from weft_django.apps import install_wake_backends
 from weft_django.engine import Engine
-from weft_django.engine.local_scheduler import LocalScheduler
+from weft_django.engine.scheduling.local import LocalScheduler
 from weft_django.engine.wakes import Wake, WakeBackend, backends
 from weft_django.models import EngineRecord, WorkflowClaim
-from weft_django.transports import wake_hooks
 from weft_django.transports.notify import NotifyBackend
 from weft_django.transports.polling import PollingBackend
 
@@ -124,25 +123,6 @@ def test_force_release_is_refused_outside_workflow_lease() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_registered_wake_hook_sees_the_wake_events_only() -> None:
-    seen: list[tuple[str, str]] = []
-
-    def hook(request: wake_hooks.WakeRequest) -> None:
-        seen.append((request.event, request.run_id))
-
-    wake_hooks.register(hook)
-    try:
-        assert wake_hooks.registered() == (hook,)
-        handle = client.start("seam-wait", None, workflow_id="seam-hook")
-        client.cancel("seam-hook")  # "finished": not a wake event, hooks never saw it
-    finally:
-        wake_hooks.unregister(hook)
-    assert seen == [("start", handle.run_id)]
-    assert wake_hooks.registered() == ()
-    assert not any(isinstance(b, wake_hooks.HookBackend) for b in backends.all())
-
-
-@pytest.mark.django_db(transaction=True)
 def test_wait_done_returns_on_the_runs_finished_wake(clock) -> None:
     backend = NotifyBackend()
     if connection.vendor != "postgresql":
@@ -189,7 +169,7 @@ def test_result_subscribes_before_the_read_it_blocks_on(monkeypatch) -> None:
     """A finish committed after ``result()``'s read must not be missed: it
     subscribes first, then reads the row, and only then waits (one read
     before the wait, not two)."""
-    from weft_django.engine import client as client_module
+    from weft_django import client as client_module
     from weft_django.engine.wakes import DoneWaiter
     from weft_django.models import WorkflowRun
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from weft_django import activity, client, workflow
-from weft_django.engine.definitions import get_workflow
-from weft_django.engine.replay import Diverged, Event, Replay
-from weft_django.engine.store import load_events
+from weft_django.engine.journal import load_events
+from weft_django.engine.replay.machine import Diverged, Event, Replay
+from weft_django.engine.workflow.definitions import get_workflow
 from weft_django.models import JournalEntry, RunSearchAttribute, WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,8 +17,8 @@ import pytest
 
 from tests.e2e.helpers import latest
 from weft_django import activity, client, workflow
-from weft_django.engine import turn_failures
 from weft_django.engine.turn import Turn
+from weft_django.engine.turn import failures as turn_failures
 
 
 @activity()

@@ -17,7 +17,7 @@ import pytest
 
 from tests.e2e.helpers import latest
 from weft_django import activity, client, workflow
-from weft_django.engine.activity_context import activity_info
+from weft_django.engine.activities.info import activity_info
 from weft_django.models import WorkflowRun
 from weft_django.testing import WorkflowTestEnvironment
 

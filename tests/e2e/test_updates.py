@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e.helpers import journal, latest, row_counts
 from weft_django import activity, client, workflow
-from weft_django.engine.errors_codec import RecordedError
+from weft_django.engine.replay.errors_codec import RecordedError
 from weft_django.errors import (
     InvalidTransitionError,
     UnknownUpdate,

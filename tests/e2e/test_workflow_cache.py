@@ -12,8 +12,8 @@ import pytest
 
 from tests.e2e.helpers import latest
 from weft_django import activity, client, workflow
-from weft_django.engine.definitions import registry
-from weft_django.engine.workflow_cache import WorkflowCache
+from weft_django.engine.replay.cache import WorkflowCache
+from weft_django.engine.workflow.definitions import registry
 from weft_django.testing import WorkflowTestEnvironment
 
 BODY_STARTS: list[str] = []

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from project.demo.models import SideEffect
 from tests.support import ChildGroup, child_env, python, wait_for
-from weft_django.clock import wall_ms as wall_ms  # the suite's wall clock
+from weft_django.kernel.clock import wall_ms as wall_ms  # the suite's wall clock
 from weft_django.models import ClaimEvent, EngineRecord, JournalEntry
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 

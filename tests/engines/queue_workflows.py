@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from weft_django import activity, workflow
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 
 IMPORTS = ("tests.engines.queue_workflows",)
 QUEUES = {

@@ -24,9 +24,9 @@ from tests.engines.harness import (
 )
 from tests.support import ChildGroup
 from weft_django import client
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
+from weft_django.kernel.schedule_spec import driver_workflow_id, tick_key
 from weft_django.models import Schedule, WorkflowClaim, WorkflowRun
-from weft_django.schedule_spec import driver_workflow_id, tick_key
 
 SPAN_S = 20
 HANG_TIMEOUT_S = 90.0  # hang protection only

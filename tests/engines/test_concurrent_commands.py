@@ -44,8 +44,8 @@ from tests.engines.harness import (
 )
 from tests.engines.workflows import CANCELLED, END, IMPORTS, STALL_S, START, procs_stalling
 from weft_django import client
-from weft_django.engine.definitions import activity_definition
-from weft_django.engine.turn_failures import retry_delay_ms
+from weft_django.engine.turn.failures import retry_delay_ms
+from weft_django.engine.workflow.definitions import activity_definition
 from weft_django.models import ActivityHeartbeat, JournalEntry, Timer, WorkflowClaim, WorkflowRun
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]

@@ -39,7 +39,7 @@ from tests.engines.harness import (
     wait_for,
 )
 from weft_django import client
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import EngineRecord, JournalEntry, WorkflowClaim, WorkflowRun
 
 pytestmark = [pytest.mark.processes]

@@ -20,7 +20,7 @@ from django.db import connection
 from tests.engines.harness import Worker, kill_all, wait_for
 from weft_django import client
 from weft_django.models import ClaimEvent, WorkflowRun
-from weft_django.transports.pickup_route import PEERS_PATTERN, chosen
+from weft_django.transports.notify.pickup_route import PEERS_PATTERN, chosen
 
 pytestmark = [pytest.mark.processes]
 

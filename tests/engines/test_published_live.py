@@ -33,7 +33,7 @@ from tests.engines.harness import HANG_TIMEOUT_S, Worker, wait_for
 from tests.engines.published_workflows import IMPORTS
 from tests.support import ChildGroup, child_env, python
 from weft_django import client
-from weft_django.engine.published_reads import stream_entries
+from weft_django.client.published import stream_entries
 from weft_django.models import JournalEntry, StreamEntry
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]

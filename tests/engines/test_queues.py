@@ -22,7 +22,7 @@ from django.test import override_settings
 from tests.engines.harness import Worker, wait_for
 from tests.engines.queue_workflows import IMPORTS, QUEUES
 from weft_django import client
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import ClaimEvent, JournalEntry, QueueSlot, WorkflowRun
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]

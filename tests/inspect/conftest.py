@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 import tests.inspect.workflows  # noqa: F401  (registers the workflows)
-from weft_django.engine import client
+from weft_django import client
 from weft_django.testing import WorkflowTestEnvironment
 
 

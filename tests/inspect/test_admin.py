@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.inspect.conftest import Populated
-from weft_django.engine import client
+from weft_django import client
 from weft_django.models import (
     ClaimEvent,
     EngineRecord,
@@ -288,7 +288,7 @@ def test_staff_without_permissions_cannot_act(populated: Populated, client: Clie
 def test_run_change_page_shows_activity_progress(
     populated: Populated, admin_client: Client
 ) -> None:
-    from weft_django.engine.heartbeats import heartbeat_sink
+    from weft_django.engine.activities.heartbeats import heartbeat_sink
     from weft_django.inspection import format_ms
     from weft_django.models import ActivityHeartbeat
 

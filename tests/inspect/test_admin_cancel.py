@@ -8,7 +8,7 @@ from django.test import Client
 
 from tests.inspect.conftest import Populated
 from tests.inspect.test_admin import _act, _latest, _url
-from weft_django.engine import client
+from weft_django import client
 from weft_django.models import WorkflowRun
 
 

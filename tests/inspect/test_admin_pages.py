@@ -15,10 +15,10 @@ from django.urls import reverse
 
 from tests.inspect.conftest import Populated
 from tests.inspect.workflows import ASYNC_TOKENS
-from weft_django.clock import wall_ms
-from weft_django.engine import client
-from weft_django.engine.store import hash_token
+from weft_django import client
+from weft_django.engine.journal import hash_token
 from weft_django.errors import AsyncActivityTokenError
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import AsyncActivity, SignalMessage, WorkflowClaim, WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

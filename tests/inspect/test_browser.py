@@ -25,9 +25,10 @@ from django.test import Client, override_settings
 import tests.inspect.workflows  # noqa: F401  (registers the workflows)
 from tests.inspect.cdp import Chromium
 from tests.support import REPO_ROOT, ManualClock
-from weft_django.clock import wall_ms
-from weft_django.engine import Engine, client
+from weft_django import client
+from weft_django.engine import Engine
 from weft_django.inspection import format_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import Schedule, WorkflowRun
 
 ARTIFACT = REPO_ROOT / "artifacts" / "holders.png"

@@ -13,8 +13,9 @@ from django.core.management.base import CommandError
 
 from tests.inspect.conftest import Populated
 from tests.support import REPO_ROOT, child_env, python
-from weft_django.clock import wall_ms
-from weft_django.engine import Engine, client
+from weft_django import client
+from weft_django.engine import Engine
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import (
     ClaimEvent,
     EngineRecord,

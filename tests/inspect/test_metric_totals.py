@@ -17,12 +17,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tests.inspect.metric_workflows as mw
 from tests.support import ChildGroup, ManualClock, child_env, python, wait_for
-from weft_django.clock import wall_ms
+from weft_django import client
 from weft_django.conf import get_settings
 from weft_django.contrib import prometheus
-from weft_django.engine import Engine, client
+from weft_django.engine import Engine
+from weft_django.kernel.clock import wall_ms
+from weft_django.metrics.totals import prune_engine_records
 from weft_django.models import TERMINAL_STATUSES, EngineRecord, MetricTotals, WorkflowRun
-from weft_django.ownership.metric_totals import prune_engine_records
 from weft_django.ownership.metrics import ClaimMetricsSnapshot, to_prometheus_text
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -14,13 +14,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 import tests.inspect.workflows  # noqa: F401  (registers the workflows)
 from tests.support import ManualClock, type_label_is_bounded
-from weft_django.clock import wall_ms
+from weft_django import client
 from weft_django.contrib import prometheus
-from weft_django.engine import Engine, client
+from weft_django.engine import Engine
 from weft_django.inspection import cluster_status
+from weft_django.kernel.clock import wall_ms
+from weft_django.kernel.schedule_spec import TICK_OUTCOMES
 from weft_django.models import ClaimEvent, EngineRecord
 from weft_django.ownership.metrics import label_value_is_closed
-from weft_django.schedule_spec import TICK_OUTCOMES
 
 SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$")
 LABEL = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')

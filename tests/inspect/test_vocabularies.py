@@ -1,6 +1,6 @@
 """The state vocabularies and the read rules have one definition each.
 
-``RunStatus`` and friends are ``TextChoices`` (``weft_django.choices``,
+``RunStatus`` and friends are ``TextChoices`` (``weft_django.models.choices``,
 re-exported by ``models``); the groups derive from them; the managers'
 querysets are the one home of "latest run", "live", "drivable", "due".
 """
@@ -14,7 +14,8 @@ from typing import get_args
 import pytest
 from django.utils import timezone
 
-from weft_django import models, vocab
+from weft_django import models
+from weft_django.kernel import vocab
 from weft_django.models import (
     AsyncActivity,
     AsyncStatus,

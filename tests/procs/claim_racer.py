@@ -35,7 +35,7 @@ import sys
 import time
 from typing import Any
 
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

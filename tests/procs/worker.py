@@ -2,7 +2,7 @@
 command (``weft_worker``) run after importing extra workflow modules.
 
 Why: weft autodiscovers ``workflows.py`` of installed apps only, and the
-workflows of a test package (``tests.chaos.workflows``) are not an app's. A
+workflows of a test package (``devtools.chaos.workflows``) are not an app's. A
 Celery node loads such modules with ``-I``; this is the same for the
 standalone engine, with no test hook in the project's settings. ``MODULES``
 is a comma-separated list of dotted module names.

@@ -42,8 +42,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.support import ManualClock, StaticHost
-from weft_django.cluster import claim_state, cluster_status
 from weft_django.errors import EngineDeposedError, OwnershipModeMismatchError
+from weft_django.inspection import claim_state, cluster_status
 from weft_django.models import (
     ClaimEvent,
     GlobalLease,

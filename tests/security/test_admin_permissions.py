@@ -19,7 +19,7 @@ from django.urls import reverse
 
 import tests.security.workflows  # noqa: F401  (registers the sec- workflows)
 from tests.security.conftest import ROLES
-from weft_django.engine import client
+from weft_django import client
 from weft_django.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db

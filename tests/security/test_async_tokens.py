@@ -28,7 +28,7 @@ from django.db import connection, connections
 from rest_framework.test import APIClient
 
 from tests.security import workflows as wf
-from weft_django.engine import client
+from weft_django import client
 from weft_django.errors import AsyncActivityTokenError
 from weft_django.models import AsyncActivity, JournalEntry, Timer, WorkflowRun
 

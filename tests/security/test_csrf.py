@@ -34,7 +34,7 @@ from tests.security.test_endpoint_matrix import (
     TOKEN_ROUTES,
     UNSAFE,
 )
-from weft_django.engine import client
+from weft_django import client
 from weft_django.models import (
     AsyncActivity,
     Schedule,

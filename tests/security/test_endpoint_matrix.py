@@ -25,7 +25,7 @@ from rest_framework.test import APIClient
 
 import tests.security.workflows  # noqa: F401  (registers the sec- workflows)
 from tests.security.conftest import ROLES
-from weft_django.engine import client
+from weft_django import client
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from django.test import Client
 from django.urls import reverse
 
 import tests.security.workflows as sec_workflows  # registers the sec- workflows
-from weft_django.engine import client
+from weft_django import client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

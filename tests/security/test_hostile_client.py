@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from tests.e2e.helpers import row_counts
 from weft_django import client, workflow
-from weft_django.engine.payload import normalize
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import ERROR_CLASSES, InvalidArgumentError, PayloadError, WeftError
-from weft_django.ids import is_storable_text, is_workflow_id
+from weft_django.kernel.ids import is_storable_text, is_workflow_id
 from weft_django.models import WorkflowRun
 
 CODES = {cls.code for cls in ERROR_CLASSES} | {"unknown_queue"}

@@ -21,7 +21,8 @@ from django.core.management.base import CommandError
 
 import tests.security.workflows  # noqa: F401  (registers the sec- workflows)
 from tests.e2e.helpers import row_counts
-from weft_django.engine import Engine, client
+from weft_django import client
+from weft_django.engine import Engine
 from weft_django.models import EngineRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -28,12 +28,13 @@ from prometheus_client import REGISTRY, generate_latest
 
 from tests.security import workflows as wf
 from tests.support import ManualClock, type_label_is_bounded
-from weft_django.clock import wall_ms
-from weft_django.engine import Engine, client
+from weft_django import client
+from weft_django.engine import Engine
+from weft_django.kernel.clock import wall_ms
+from weft_django.kernel.schedule_spec import TICK_OUTCOMES
 from weft_django.models import WorkflowRun
 from weft_django.ownership.guard import confirm_wake_ownership
 from weft_django.ownership.metrics import label_value_is_closed, to_prometheus_text
-from weft_django.schedule_spec import TICK_OUTCOMES
 from weft_django.warnings import WAKE_KINDS, WARNING_CLASSES, WeftWarning
 
 pytestmark = pytest.mark.django_db(transaction=True)

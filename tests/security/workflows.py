@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from weft_django import activity, workflow
-from weft_django.engine import client
+from weft_django import activity, client, workflow
 
 #: Raw async-activity tokens, in the order the hand-out activity received them.
 TOKENS: list[str] = []

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from weft_django.engine.definitions import ActivityDefinition, activity, registry
+from weft_django.engine.workflow.definitions import ActivityDefinition, activity, registry
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import tests.inspect.metric_workflows  # noqa: F401  (registers the workflows)
 from weft_django.checks import check_weft_settings
 from weft_django.conf import build_settings, get_settings
-from weft_django.engine.run_metrics import activity_label, workflow_label
-from weft_django.ownership.business_metrics import (
+from weft_django.engine.runs.metrics import activity_label, workflow_label
+from weft_django.metrics.business import (
     DURATION_BUCKETS,
     MAX_TYPE_NAMES,
     OTHER,

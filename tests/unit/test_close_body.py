@@ -7,7 +7,7 @@ import gc
 import sys
 from typing import Any
 
-from weft_django.engine.sandbox import close_body
+from weft_django.engine.replay.sandbox import close_body
 
 
 def _body(ran: list[str]) -> Any:

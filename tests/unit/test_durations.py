@@ -1,4 +1,4 @@
-"""Durations in ``ctx`` and ``@activity`` go through ``weft_django.durations``:
+"""Durations in ``ctx`` and ``@activity`` go through ``weft_django.kernel.durations``:
 an infinite or NaN duration is a ``ValueError`` that names the argument
 (it was an ``OverflowError`` from ``round(inf)``)."""
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from weft_django.durations import to_ms
-from weft_django.engine.commands import Sleep, WaitSignal
-from weft_django.engine.context import SideEffectKind, WorkflowContext, duration_ms
-from weft_django.engine.definitions import activity
+from weft_django.engine.workflow.commands import Sleep, WaitSignal
+from weft_django.engine.workflow.context import SideEffectKind, WorkflowContext, duration_ms
+from weft_django.engine.workflow.definitions import activity
+from weft_django.kernel.durations import to_ms
 
 
 class _Runtime:

@@ -22,15 +22,20 @@ from typing import Any
 import pytest
 
 from tests.support import ManualClock, wait_for
-from weft_django.clock import wall_ms
-from weft_django.engine.activity_context import (
+from weft_django.engine.activities.executor import (
+    ActivityExecutor,
+    ActivityOutcome,
+    Attempt,
+    AttemptAbandoned,
+)
+from weft_django.engine.activities.info import (
     ActivityInfo,
     AttemptControl,
     activity_info,
     deadline_from_ms,
 )
-from weft_django.engine.definitions import ActivityDefinition
-from weft_django.engine.executor import ActivityExecutor, ActivityOutcome, Attempt, AttemptAbandoned
+from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.kernel.clock import wall_ms
 from weft_django.ownership.metrics import ClaimMetrics
 
 _names = iter(range(1_000_000))

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support import ManualClock
 from weft_django import ActivityCancelled
-from weft_django.engine.activity_context import (
+from weft_django.engine.activities.info import (
     HEARTBEAT_WRITE_INTERVAL_MS,
     ActivityInfo,
     AttemptControl,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from weft_django.transports.pickup_route import PickupRoute, chosen
+from weft_django.transports.notify.pickup_route import PickupRoute, chosen
 
 
 class Clock:

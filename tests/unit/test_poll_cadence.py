@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support import wait_for
-from weft_django.engine.loops import SideTasks
-from weft_django.engine.poll_cadence import IDLE_POLL_CAP_MS, PollCadence, idle_cap_ms
+from weft_django.engine.scheduling.cadence import IDLE_POLL_CAP_MS, PollCadence, idle_cap_ms
+from weft_django.engine.scheduling.loops import SideTasks
 
 HOUR_MS = 3_600_000
 

@@ -1,4 +1,4 @@
-"""Schedule specs and ticks (weft_django.schedule_spec): pure, no database.
+"""Schedule specs and ticks (weft_django.kernel.schedule_spec): pure, no database.
 
 Protects: a tick depends only on the spec (the same on every engine), DST
 behaves as cron users expect, and every bad value is refused with a message
@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from weft_django.conf import build_settings
-from weft_django.schedule_spec import (
+from weft_django.kernel.schedule_spec import (
     build_spec,
     count_ticks,
     jitter_offset_ms,

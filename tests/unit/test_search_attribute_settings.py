@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from weft_django.checks import check_weft_settings
 from weft_django.conf import build_settings, get_settings
-from weft_django.search_attribute_types import check_value, parse_text
+from weft_django.kernel.attribute_types import check_value, parse_text
 
 
 def test_declared_attributes_are_read() -> None:

@@ -11,7 +11,10 @@ from typing import ClassVar
 
 import pytest
 
-from weft_django.engine.commands import (
+from weft_django.engine.replay.machine import Leaf
+from weft_django.engine.turn import steps, waits
+from weft_django.engine.turn.park import plan_timers
+from weft_django.engine.workflow.commands import (
     LEAF_COMMANDS,
     LEAF_KINDS,
     Command,
@@ -20,9 +23,6 @@ from weft_django.engine.commands import (
     StartAsyncActivity,
     WaitSignal,
 )
-from weft_django.engine.replay import Leaf
-from weft_django.engine.turn import steps, waits
-from weft_django.engine.turn.park import plan_timers
 from weft_django.models import Timer
 
 PACKAGE = Path(__file__).resolve().parents[2] / "weft_django"
@@ -72,8 +72,8 @@ def test_turn_imports_no_transport_and_not_the_engine() -> None:
 
 
 def test_context_does_not_import_the_replay() -> None:
-    imported = _imports(PACKAGE / "engine" / "context.py")
-    assert not {m for m in imported if m.startswith("weft_django.engine.replay")}
+    imported = _imports(PACKAGE / "engine" / "workflow" / "context.py")
+    assert not {m for m in imported if m.startswith("weft_django.engine.replay.machine")}
 
 
 def _timer(kind: str, position: int | None, fire_at: int, pk: int) -> Timer:

@@ -10,7 +10,7 @@ from .markdown import page, table
 
 def _engine_families() -> list[tuple[str, str, str, tuple[str, ...]]]:
     """``[(name, type, help, labels)]`` from ``to_prometheus_text`` of a full snapshot."""
-    from weft_django.ownership.business_metrics import BusinessMetrics
+    from weft_django.metrics.business import BusinessMetrics
     from weft_django.ownership.metrics import (
         CLAIM_ATTEMPT_OUTCOMES,
         WAKE_DECISIONS,
@@ -89,7 +89,7 @@ def render_metrics() -> str:
         (f"`{label}`", ", ".join(f"`{v}`" for v in values))
         for label, values in CLOSED_LABEL_SETS.items()
     ]
-    from weft_django.ownership.business_metrics import (
+    from weft_django.metrics.business import (
         ACTIVITY_ATTEMPT_OUTCOMES,
         MAX_TYPE_NAMES,
         WORKFLOW_END_STATUSES,

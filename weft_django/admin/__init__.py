@@ -3,7 +3,7 @@
 Why read-mostly: every row belongs to the fenced claim protocol or to a run
 an engine may be driving right now, so nothing is added, changed or deleted
 through a form (``base``); the only writes are the actions, and each goes
-through ``weft_django.engine.client`` (cancel, suspend, resume, retry, force
+through ``weft_django.client`` (cancel, suspend, resume, retry, force
 release, settling an async activity), which fences, rotates and notifies
 exactly as the API and the CLI do. Each action says what it did in one
 summary message and leaves a ``LogEntry`` per object (``reporting``); the
@@ -14,7 +14,7 @@ journal and claim timelines.
 
 Claim and heartbeat timestamps are engine-clock milliseconds; "expires in",
 "alive" and "heartbeat age" judge them against this process's wall clock
-with the read model's rules (``weft_django.querysets``,
+with the read model's rules (``weft_django.models.querysets``,
 ``weft_django.inspection``): the judgement ``weft_status``, the API and the
 Prometheus collector use.
 """

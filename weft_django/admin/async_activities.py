@@ -26,9 +26,9 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from weft_django.engine import client
+from weft_django import client
 from weft_django.errors import WeftError
-from weft_django.ids import TOKEN_HASH_PREFIX_LEN
+from weft_django.kernel.ids import TOKEN_HASH_PREFIX_LEN
 from weft_django.models import AsyncActivity, AsyncStatus
 
 from .async_forms import CompleteAsyncForm, FailAsyncForm

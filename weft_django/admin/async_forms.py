@@ -14,7 +14,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from weft_django.engine.payload import MAX_DEPTH, normalize
+from weft_django.engine.workflow.payload import MAX_DEPTH, normalize
 from weft_django.errors import PayloadError
 
 QUOTE_LIMIT = 80

@@ -20,9 +20,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from weft_django.clock import wall_ms
+from weft_django import client
 from weft_django.conf import get_settings
-from weft_django.engine import client
 from weft_django.engine.operations.stop import force_release_refusal
 from weft_django.errors import WeftError
 from weft_django.inspection import (
@@ -32,6 +31,7 @@ from weft_django.inspection import (
     format_ms,
     takeover_grace_ms,
 )
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import WorkflowClaim, WorkflowRun
 
 from .base import ReadOnlyAdmin, actor, db

@@ -9,8 +9,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 
-from weft_django.clock import wall_ms
 from weft_django.inspection import alive_window_ms, engine_is_alive, format_age, format_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import EngineRecord
 from weft_django.ownership.metrics import CLAIM_ATTEMPT_OUTCOMES, ClaimMetricsSnapshot
 

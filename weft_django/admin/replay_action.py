@@ -15,7 +15,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from weft_django.engine.replay_check import Finding, replay_runs
+from weft_django.engine.replay.check import Finding, replay_runs
 from weft_django.models import WorkflowRun
 
 #: Runs one click replays at most (the rest of the selection is counted).

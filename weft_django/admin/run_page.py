@@ -20,7 +20,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from weft_django.engine.run_waits import run_waits
+from weft_django.engine.runs.waits import run_waits
 from weft_django.models import WorkflowRun
 
 from .base import json_text

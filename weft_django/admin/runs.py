@@ -13,14 +13,14 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from weft_django.clock import wall_ms
+from weft_django import client
 from weft_django.db.counting import BoundedCountPaginator
 from weft_django.db.distinct import distinct_values
-from weft_django.engine import client
 from weft_django.engine.operations.bulk import BulkAction, BulkLog, run_many_on
-from weft_django.engine.run_filters import PARAM_KEYS, RunFilter
+from weft_django.engine.runs.filters import PARAM_KEYS, RunFilter
 from weft_django.errors import InvalidRunFilter, WeftError
 from weft_django.inspection import claim_state, format_age, format_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import (
     ActivityHeartbeat,
     JournalEntry,

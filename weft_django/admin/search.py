@@ -5,7 +5,7 @@ Why exact by default: Django's search is a substring match, so searching
 nobody meant. Here each whitespace- or comma-separated term must equal a
 search field; a term ending in ``*`` matches by prefix (``sw-18*``), which
 is the one way to ask for more than the ids typed. ``*`` is not in the
-workflow-id grammar (``weft_django.ids``), so the suffix is never part of an id.
+workflow-id grammar (``weft_django.kernel.ids``), so the suffix is never part of an id.
 Terms are OR-ed: pasting several ids lists each of them.
 """
 

@@ -12,7 +12,7 @@ from typing import Any, Final
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
-from weft_django.ids import TOKEN_RE
+from weft_django.kernel.ids import TOKEN_RE
 
 from .openapi import ERR_403, ERR_413
 from .serializers import ErrorSerializer, ValidationErrorSerializer

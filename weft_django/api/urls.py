@@ -44,11 +44,11 @@ from weft_django.api.views.published import (  # noqa: E402
 from weft_django.api.views.schedules import schedule_urls  # noqa: E402
 from weft_django.api.views.signal_with_start import WorkflowSignalWithStartView  # noqa: E402
 from weft_django.api.views.update import WorkflowUpdateView  # noqa: E402
-from weft_django.ids import TOKEN_CHARS, WORKFLOW_ID_CHARS  # noqa: E402
+from weft_django.kernel.ids import TOKEN_CHARS, WORKFLOW_ID_CHARS  # noqa: E402
 
 
 class WorkflowIdConverter:
-    """The workflow-id grammar of SPEC §2 (``weft_django.ids``)."""
+    """The workflow-id grammar of SPEC §2 (``weft_django.kernel.ids``)."""
 
     regex = WORKFLOW_ID_CHARS
 

@@ -54,8 +54,8 @@ from django.db import DatabaseError
 from weft_django.conf import get_settings
 from weft_django.inspection import ClusterStatus, cluster_status
 from weft_django.inspection.schedules import tick_totals
-from weft_django.ownership.business_metrics import FAMILIES as BUSINESS_FAMILIES
-from weft_django.ownership.business_metrics import BusinessSnapshot
+from weft_django.metrics.business import FAMILIES as BUSINESS_FAMILIES
+from weft_django.metrics.business import BusinessSnapshot
 from weft_django.ownership.metrics import CLAIM_ATTEMPT_OUTCOMES, RUN_STATUS_LABELS
 
 __all__ = ["OPT_IN_SETTING", "WeftClusterCollector", "register", "settings_opt_in", "unregister"]

@@ -1,5 +1,5 @@
 """The workflow runtime. ``Engine`` is loaded lazily so that importing
-``weft_django.engine.definitions`` (``@workflow``) never touches models."""
+``weft_django.engine.workflow.definitions`` (``@workflow``) never touches models."""
 
 from __future__ import annotations
 

@@ -30,36 +30,36 @@ import time
 import uuid
 from typing import Any
 
-from weft_django.clock import Clock, process_clock, wall_ms
 from weft_django.conf import OwnershipMode, WeftSettings, get_settings
 from weft_django.engine import records
+from weft_django.engine.activities.executor import ActivityExecutor, ActivityOutcome
+from weft_django.engine.activities.heartbeats import close_heartbeat_thread
 from weft_django.engine.db_connections import mark_engine_thread
-from weft_django.engine.executor import ActivityExecutor, ActivityOutcome
-from weft_django.engine.handoff import Handoff
-from weft_django.engine.heartbeats import close_heartbeat_thread
-from weft_django.engine.local_scheduler import LocalScheduler
-from weft_django.engine.loops import SideTasks
-from weft_django.engine.maintenance import Maintenance
-from weft_django.engine.poll_cadence import PollCadence, idle_cap_ms
-from weft_django.engine.presence_watch import PresenceWatch, open_presence
-from weft_django.engine.queues import gate as queue_gate
-from weft_django.engine.scheduler import TurnScheduler
+from weft_django.engine.maintenance.passes import Maintenance
+from weft_django.engine.queues.flow import gate as queue_gate
+from weft_django.engine.replay.cache import WorkflowCache
 from weft_django.engine.schedules.sync import boot_sync
+from weft_django.engine.scheduling.base import TurnScheduler
+from weft_django.engine.scheduling.cadence import PollCadence, idle_cap_ms
+from weft_django.engine.scheduling.local import LocalScheduler
+from weft_django.engine.scheduling.loops import SideTasks
+from weft_django.engine.scheduling.presence_watch import PresenceWatch, open_presence
 from weft_django.engine.turn import Turn, TurnAborted
+from weft_django.engine.turn.handoff import Handoff
 from weft_django.engine.wakes import Listening, backends
-from weft_django.engine.workflow_cache import WorkflowCache
 from weft_django.errors import EngineDeposedError
+from weft_django.kernel.clock import Clock, process_clock, wall_ms
+from weft_django.kernel.vocab import WakeKind, WakeTransport
+from weft_django.metrics.totals import prune_engine_records
 from weft_django.models import DRIVABLE_STATUSES, WorkflowRun
+from weft_django.models.querysets import in_backoff
 from weft_django.ownership import presence
 from weft_django.ownership.gates import check_clock_skew, run_gates
 from weft_django.ownership.guard import confirm_wake_ownership
 from weft_django.ownership.lease import GlobalLeaseManager
 from weft_django.ownership.loss import log_stopped_driving
-from weft_django.ownership.metric_totals import prune_engine_records
 from weft_django.ownership.metrics import ClaimMetrics
 from weft_django.ownership.registry import ClaimRegistry
-from weft_django.querysets import in_backoff
-from weft_django.vocab import WakeKind, WakeTransport
 
 logger = logging.getLogger("weft_django.engine")
 

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 from django.core.checks import CheckMessage
 from django.db import transaction
 
-from weft_django.vocab import PICKUP_EVENTS, WakeEvent
+from weft_django.kernel.vocab import PICKUP_EVENTS, WakeEvent
 
 logger = logging.getLogger("weft_django.wakes")
 

@@ -4,7 +4,7 @@ Why one package: the admin, the API, ``weft_status``, ``weft_reset_mode`` and
 the Prometheus collector (``weft_django.contrib.prometheus``) must agree on
 what "alive", "expired", "claims held", "due" and "timer lag" mean, or an
 operator would see one number on a dashboard and another in a liveness
-probe. The filters live on the models' querysets (``weft_django.querysets``);
+probe. The filters live on the models' querysets (``weft_django.models.querysets``);
 this package applies them: ``rules`` (one loaded row), ``status`` (the
 cluster snapshot), ``counters`` (the API's metrics body), ``format`` (text).
 
@@ -18,7 +18,7 @@ passed (tests with injected clocks pass their own). Nothing runs at import time 
 
 from __future__ import annotations
 
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 
 from .counters import cluster_counters, engine_counters
 from .format import format_age, format_ms

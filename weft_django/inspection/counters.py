@@ -12,12 +12,17 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from weft_django.clock import now_ms as clock_now_ms
 from weft_django.conf import get_settings
+from weft_django.kernel.clock import now_ms as clock_now_ms
+from weft_django.metrics.totals import read_cluster_counters
 from weft_django.models import EngineRecord, WorkflowClaim
-from weft_django.ownership.metric_totals import read_cluster_counters
+from weft_django.models.querysets import (
+    alive_engines_q,
+    alive_window_ms,
+    expired_claims_q,
+    held_claims_q,
+)
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
-from weft_django.querysets import alive_engines_q, alive_window_ms, expired_claims_q, held_claims_q
 
 from .rules import takeover_grace_ms
 from .status import due_timers, runs_by_status

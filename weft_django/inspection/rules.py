@@ -17,11 +17,15 @@ from django.db.models import Q
 
 from weft_django.conf import WeftSettings, get_settings
 from weft_django.models import EngineRecord, WorkflowClaim
+from weft_django.models.querysets import (
+    ALIVE_HEARTBEAT_MULTIPLIER,
+    alive_engines_q,
+    alive_window_ms,
+)
+from weft_django.models.querysets import expired_claims_q as _expired_claims_q
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.codec import decode_holder_row
 from weft_django.ownership.transitions import is_claim_expired
-from weft_django.querysets import ALIVE_HEARTBEAT_MULTIPLIER, alive_engines_q, alive_window_ms
-from weft_django.querysets import expired_claims_q as _expired_claims_q
 
 ClaimState = Literal["live", "expired", "released"]
 CLAIM_STATES: Final[tuple[ClaimState, ...]] = ("live", "expired", "released")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from django.db.models import Sum
 
+from weft_django.kernel.schedule_spec import TICK_OUTCOMES, TickOutcome
 from weft_django.models import Schedule
-from weft_django.schedule_spec import TICK_OUTCOMES, TickOutcome
 
 
 def tick_totals(using: str) -> dict[TickOutcome, int]:

@@ -14,10 +14,11 @@ from typing import Any
 
 from django.db.models import Count, Min, Model
 
-from weft_django.clock import wall_ms
 from weft_django.conf import get_settings
 from weft_django.db.counting import BoundedCount, bounded_counts, common_value_estimates
 from weft_django.db.distinct import distinct_values
+from weft_django.kernel.clock import wall_ms
+from weft_django.metrics.totals import read_cluster_counters
 from weft_django.models import (
     RUN_STATUSES,
     EngineRecord,
@@ -26,9 +27,8 @@ from weft_django.models import (
     WorkflowClaim,
     WorkflowRun,
 )
-from weft_django.ownership.metric_totals import read_cluster_counters
+from weft_django.models.querysets import alive_engines_q, alive_window_ms
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
-from weft_django.querysets import alive_engines_q, alive_window_ms
 
 from .rules import engine_is_alive, takeover_grace_ms
 

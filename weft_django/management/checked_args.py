@@ -17,7 +17,7 @@ import math
 
 from django.core.management.base import CommandError
 
-from weft_django.ids import WORKFLOW_ID_HELP, is_storable_text, is_workflow_id
+from weft_django.kernel.ids import WORKFLOW_ID_HELP, is_storable_text, is_workflow_id
 
 #: ``%r`` of a typed value is cut here in messages.
 SHOWN = 120

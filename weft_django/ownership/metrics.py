@@ -29,19 +29,19 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard, TypeVar, get_args
 
-from weft_django.choices import RUN_STATUSES
-from weft_django.ownership.business_metrics import (
-    BusinessMetrics,
-    BusinessSnapshot,
-    exposition_lines,
-)
-from weft_django.vocab import (
+from weft_django.kernel.vocab import (
     WAKE_KINDS,
     WAKE_TRANSPORTS,
     ClaimAttemptOutcome,
     WakeKind,
     WakeTransport,
 )
+from weft_django.metrics.business import (
+    BusinessMetrics,
+    BusinessSnapshot,
+    exposition_lines,
+)
+from weft_django.models.choices import RUN_STATUSES
 
 __all__ = [
     "CLAIM_ATTEMPT_OUTCOMES",

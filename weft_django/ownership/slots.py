@@ -36,8 +36,8 @@ from django.db import connections
 from django.db.models import Count, Exists, OuterRef
 
 from weft_django.conf import get_settings
+from weft_django.kernel.queue_spec import QueueSpec
 from weft_django.models import QueueLock, QueueSlot, WorkflowClaim, WorkflowRun
-from weft_django.queue_settings import QueueSpec
 
 
 def held_statuses(spec: QueueSpec) -> tuple[str, ...]:

@@ -32,9 +32,9 @@ from django.db.models import signals
 from django.utils import timezone
 
 from weft_django import db as store
-from weft_django.db import write_statements
+from weft_django.db.postgresql import writes as write_statements
+from weft_django.db.postgresql.writes import ClaimPredicate, RunPredicate, Statement
 from weft_django.db.single_row import APPEND_ONLY_MODELS, update_assignments
-from weft_django.db.write_statements import ClaimPredicate, RunPredicate, Statement
 from weft_django.models import WorkflowClaim
 from weft_django.ownership.codec import (
     MAX_TIMESTAMP_EXCLUSIVE,

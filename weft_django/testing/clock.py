@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from weft_django.durations import to_ms
+from weft_django.kernel.durations import to_ms
 
 
 class FakeClock:
     """An integer-ms clock that moves only when told to: the engine clock of tests.
 
-    Callable like every engine clock (``Clock`` in ``weft_django.clock``);
+    Callable like every engine clock (``Clock`` in ``weft_django.kernel.clock``);
     ``now`` is the current value and may be assigned directly.
     """
 

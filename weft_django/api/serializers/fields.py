@@ -8,7 +8,7 @@ never a 500. So:
   accepts lone surrogates, which the database then refuses);
 * durations are finite, non-negative seconds and never booleans;
 * every JSON payload (input, signal payload, query args, async results and
-  errors) goes through ``weft_django.engine.payload.normalize`` *here*, so
+  errors) goes through ``weft_django.engine.workflow.payload.normalize`` *here*, so
   NaN, ±Infinity, ``\\u0000``, nesting deeper than 100 levels and
   ``MAX_PAYLOAD_BYTES`` are reported against the field that carried them;
   the client checks again when it writes, so nothing bypasses the limit.
@@ -22,7 +22,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from weft_django.engine.payload import normalize
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import PayloadError
 
 #: Upper bound of any duration the API accepts (100 years, in seconds): far

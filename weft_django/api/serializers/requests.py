@@ -2,7 +2,7 @@
 
 Why each is a serializer: a body or a query string is validated like any
 other input, so a bad one is a 400 naming the field (``fields`` says how
-strict each kind of value is). The workflow-id grammar is ``weft_django.ids``.
+strict each kind of value is). The workflow-id grammar is ``weft_django.kernel.ids``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 
-from weft_django.engine.definitions import get_workflow
-from weft_django.engine.payload import normalize
+from weft_django.engine.workflow.definitions import get_workflow
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import PayloadError, UnknownWorkflowType
-from weft_django.ids import TOKEN_CHARS, TOKEN_RE, WORKFLOW_ID_HELP, WORKFLOW_ID_RE
+from weft_django.kernel.ids import TOKEN_CHARS, TOKEN_RE, WORKFLOW_ID_HELP, WORKFLOW_ID_RE
 from weft_django.models import RUN_STATUSES
 
 from .fields import (

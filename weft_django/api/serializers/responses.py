@@ -17,9 +17,9 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from weft_django import ids
-from weft_django.engine.run_waits import WAIT_KINDS
+from weft_django.engine.runs.waits import WAIT_KINDS
 from weft_django.inspection import CLAIM_STATES, engine_counters
+from weft_django.kernel import ids
 from weft_django.models import (
     CLAIM_EVENT_KINDS,
     RUN_STATUSES,

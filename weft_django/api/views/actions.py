@@ -15,6 +15,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from weft_django import client
 from weft_django.api.exceptions import QueryFailed
 from weft_django.api.schema import WORKFLOW_TAG, action_responses
 from weft_django.api.serializers import (
@@ -27,7 +28,7 @@ from weft_django.api.serializers import (
     SignalSerializer,
     WorkflowDetailSerializer,
 )
-from weft_django.engine import client, external
+from weft_django.engine import operations
 from weft_django.errors import UnknownQuery, WeftError
 
 from .base import WorkflowActionView, actor, detail_response
@@ -163,7 +164,7 @@ class WorkflowPurgeView(WorkflowActionView):
     """``workflows/<id>/purge/``."""
 
     def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
-        purged = external.purge(workflow_id, actor=actor(request))
+        purged = operations.purge(workflow_id, actor=actor(request))
         body = {"workflow_id": workflow_id, "purged_runs": purged}
         return Response(PurgeResultSerializer(body).data)
 

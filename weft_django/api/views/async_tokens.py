@@ -32,6 +32,7 @@ from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from weft_django import client
 from weft_django.api.exceptions import AsyncTokenConflict, AsyncTokenMissing
 from weft_django.api.logging import log_token_response
 from weft_django.api.schema import (
@@ -49,8 +50,7 @@ from weft_django.api.serializers import (
     CompleteAsyncSerializer,
     FailAsyncSerializer,
 )
-from weft_django.engine import client
-from weft_django.ids import TOKEN_CHARS, TOKEN_RE
+from weft_django.kernel.ids import TOKEN_CHARS, TOKEN_RE
 from weft_django.models import AsyncStatus
 
 from .base import WeftAPIView, validated

@@ -2,7 +2,7 @@
 pagination, body validation, the run lookup, and the action base class.
 
 Why the views are thin: every state change goes through
-``weft_django.engine.client`` (and its ``external`` transitions), which
+``weft_django.client`` (and its ``external`` transitions), which
 checks the run's status, writes through the fenced conditional batch and
 sends wakes on commit. A view never writes a model; it validates the body
 (``serializers``), calls the client, and serialises what it reads back.
@@ -30,6 +30,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from weft_django import client
 from weft_django.api.exceptions import weft_exception_handler
 from weft_django.api.openapi import WeftAutoSchema
 from weft_django.api.pagination import WeftPagination, query_params
@@ -37,9 +38,8 @@ from weft_django.api.parsers import WeftJSONParser, WeftJSONRenderer
 from weft_django.api.permissions import api_permissions
 from weft_django.api.serializers import WorkflowDetailSerializer
 from weft_django.conf import get_settings
-from weft_django.engine import client
-from weft_django.engine.run_filters import PARAM_KEYS, RunFilter
-from weft_django.engine.run_waits import run_waits, waits_summary
+from weft_django.engine.runs.filters import PARAM_KEYS, RunFilter
+from weft_django.engine.runs.waits import run_waits, waits_summary
 from weft_django.errors import InvalidRunFilter, WeftError, WorkflowNotFound
 from weft_django.models import ActivityHeartbeat, AsyncActivity, AsyncStatus, WorkflowRun
 

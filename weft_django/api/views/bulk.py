@@ -19,14 +19,14 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from weft_django import client
 from weft_django.api.schema import ERR_400, ERR_AUTH, WORKFLOW_TAG
 from weft_django.api.serializers import (
     BulkActionSerializer,
     BulkResultSerializer,
     filter_params,
 )
-from weft_django.engine import client
-from weft_django.engine.run_filters import RunFilter
+from weft_django.engine.runs.filters import RunFilter
 from weft_django.errors import InvalidRunFilter
 
 from .base import WeftAPIView, actor, filter_error, validated

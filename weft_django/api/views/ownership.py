@@ -11,6 +11,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from weft_django import client
 from weft_django.api.schema import ERR_400, ERR_404, ERR_AUTH, ERR_PAGE, OWNERSHIP_TAG
 from weft_django.api.serializers import (
     ClaimEventSerializer,
@@ -19,10 +20,9 @@ from weft_django.api.serializers import (
     EngineSerializer,
     OwnershipSerializer,
 )
-from weft_django.clock import now_ms
-from weft_django.engine import client
 from weft_django.errors import WorkflowNotFound
 from weft_django.inspection import takeover_grace_ms
+from weft_django.kernel.clock import now_ms
 from weft_django.models import ClaimEvent, EngineRecord, WorkflowClaim, WorkflowRun
 
 from .base import WeftAPIView, db, query

@@ -37,8 +37,8 @@ from rest_framework.response import Response
 
 from weft_django.api.parsers import WeftJSONRenderer
 from weft_django.api.schema import ERR_400, ERR_404, ERR_AUTH, WORKFLOW_TAG, error
-from weft_django.engine import published_reads
-from weft_django.engine.publish import MAX_KEY_LENGTH, check_key
+from weft_django.client import published as published_reads
+from weft_django.engine.workflow.publish import MAX_KEY_LENGTH, check_key
 from weft_django.errors import WorkflowTimeoutError
 
 from .base import WeftAPIView, get_run

@@ -18,13 +18,13 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from weft_django import client
 from weft_django.api.schema import ERR_400, ERR_409, ERR_AUTH, ERR_PAGE, error
 from weft_django.api.serializers.fields import JSONPayloadField, StrictCharField
-from weft_django.engine import client
 from weft_django.engine.schedules.calls import summary
 from weft_django.errors import WeftError
+from weft_django.kernel.schedule_spec import OVERLAP_POLICIES
 from weft_django.models import Schedule
-from weft_django.schedule_spec import OVERLAP_POLICIES
 
 from .base import WeftAPIView, bad_arguments, db, validated
 

@@ -25,8 +25,8 @@ from rest_framework.response import Response
 
 from weft_django.api.schema import WORKFLOW_TAG, action_responses, error
 from weft_django.api.serializers.fields import JSONArgsField, JSONPayloadField, StrictCharField
-from weft_django.engine.errors_codec import RecordedError
-from weft_django.engine.updates import update
+from weft_django.client.updates import update
+from weft_django.engine.replay.errors_codec import RecordedError
 
 from .base import WorkflowActionView
 

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from weft_django import client
 from weft_django.api.schema import (
     ERR_400,
     ERR_404,
@@ -30,7 +31,6 @@ from weft_django.api.serializers import (
     WorkflowListParams,
     WorkflowSummarySerializer,
 )
-from weft_django.engine import client
 from weft_django.errors import WeftError
 from weft_django.models import RUN_STATUSES, JournalEntry, WorkflowRun
 

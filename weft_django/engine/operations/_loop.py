@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 
 from weft_django.conf import get_settings
 from weft_django.errors import InvalidTransitionError, WorkflowNotFound
-from weft_django.ids import check_lookup_id
+from weft_django.kernel.ids import check_lookup_id
 from weft_django.models import WorkflowClaim, WorkflowRun
 from weft_django.ownership.batch import Condition, Write, conditional_batch
 from weft_django.ownership.transitions import ClaimSnapshot

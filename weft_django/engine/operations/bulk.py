@@ -39,8 +39,8 @@ from weft_django.conf import get_settings
 from weft_django.engine.operations.bulk_writes import FIELDS, cancel_batch, reactivate_batch
 from weft_django.engine.operations.cancel import cancel, default_grace_ms
 from weft_django.engine.operations.wake import REACTIVATABLE, resume, retry
-from weft_django.engine.run_filters import RunFilter
-from weft_django.engine.run_metrics import record_stops
+from weft_django.engine.runs.filters import RunFilter
+from weft_django.engine.runs.metrics import record_stops
 from weft_django.engine.wakes import Wake, WakeSubject, announce_many
 from weft_django.errors import (
     InvalidArgumentError,
@@ -48,7 +48,7 @@ from weft_django.errors import (
     InvalidTransitionError,
     WorkflowNotFound,
 )
-from weft_django.ids import check_reason
+from weft_django.kernel.ids import check_reason
 from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, TERMINAL_STATUSES, WorkflowRun
 from weft_django.ownership.batch import conditional_batch
 

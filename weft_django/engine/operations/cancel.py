@@ -25,10 +25,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from weft_django.clock import now_ms
 from weft_django.conf import get_settings
-from weft_django.durations import optional_ms
-from weft_django.engine.definitions import registry
 from weft_django.engine.operations._loop import (
     Prepared,
     commit_with_retries,
@@ -41,10 +38,13 @@ from weft_django.engine.operations.stop import (
     cancel_spec,
     run_stop,
 )
-from weft_django.engine.run_metrics import record_stops
+from weft_django.engine.runs.metrics import record_stops
 from weft_django.engine.wakes import WakeSubject, announce_event
+from weft_django.engine.workflow.definitions import registry
 from weft_django.errors import InvalidTransitionError
-from weft_django.ids import check_reason
+from weft_django.kernel.clock import now_ms
+from weft_django.kernel.durations import optional_ms
+from weft_django.kernel.ids import check_reason
 from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, WorkflowRun
 from weft_django.ownership.batch import Condition, RowCondition, RunCondition, Update, Write
 

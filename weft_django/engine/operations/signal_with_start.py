@@ -22,12 +22,12 @@ from django.db.models import F
 
 from weft_django.conf import get_settings
 from weft_django.engine import tracing
-from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations._loop import Prepared, commit_with_retries
-from weft_django.engine.payload import normalize
 from weft_django.engine.wakes import Wake, announce
+from weft_django.engine.workflow.definitions import get_workflow
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import InvalidArgumentError, WorkflowAlreadyRunning
-from weft_django.ids import check_name, validate_workflow_id
+from weft_django.kernel.ids import check_name, validate_workflow_id
 from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, SignalMessage, WorkflowRun
 from weft_django.ownership.batch import Insert, RunCondition, UniqueAbsence, Update
 

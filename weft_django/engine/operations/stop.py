@@ -21,19 +21,19 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F
 from django.utils import timezone
 
-from weft_django.clock import now_ms
 from weft_django.conf import get_settings
+from weft_django.engine.journal import bump_parent
 from weft_django.engine.operations._loop import (
     Prepared,
     claim_snapshot,
     commit_with_retries,
     latest_run,
 )
-from weft_django.engine.run_metrics import record_stops
-from weft_django.engine.store import bump_parent
+from weft_django.engine.runs.metrics import record_stops
 from weft_django.engine.wakes import announce_event
 from weft_django.errors import InvalidTransitionError, WorkflowNotFound
-from weft_django.ids import check_reason, validate_workflow_id
+from weft_django.kernel.clock import now_ms
+from weft_django.kernel.ids import check_reason, validate_workflow_id
 from weft_django.models import (
     DRIVABLE_STATUSES,
     LIVE_STATUSES,

@@ -17,12 +17,12 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from weft_django.conf import get_settings
+from weft_django.engine.journal import hash_token
 from weft_django.engine.operations._loop import Prepared, commit_with_retries, latest_run
-from weft_django.engine.payload import normalize
-from weft_django.engine.store import hash_token
 from weft_django.engine.wakes import announce_event
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import AsyncActivityTokenError, InvalidTransitionError
-from weft_django.ids import check_name, is_storable_text
+from weft_django.kernel.ids import check_name, is_storable_text
 from weft_django.models import (
     LIVE_STATUSES,
     TERMINAL_STATUSES,

@@ -1,6 +1,6 @@
 """Schedules (issue #16): cron/every ticks fired once each by a fenced system workflow.
 
-``spec`` lives in the kernel (``weft_django.schedule_spec``); here: the
+``spec`` lives in the kernel (``weft_django.kernel.schedule_spec``); here: the
 driver workflow and its step (``driver``, ``ticking``), the client calls
 (``api``) and the boot-time sync of ``WEFT["SCHEDULES"]`` (``sync``).
 Importing this package registers the ``weft.schedule`` workflow.

@@ -21,14 +21,13 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from weft_django.clock import now_ms
 from weft_django.conf import get_settings
-from weft_django.engine.definitions import get_workflow
 from weft_django.engine.operations import signal
 from weft_django.engine.operations.signal_with_start import signal_with_start
-from weft_django.engine.payload import normalize
-from weft_django.engine.schedules.starting import start_run
+from weft_django.engine.operations.start import start_run
 from weft_django.engine.schedules.ticking import spec_of
+from weft_django.engine.workflow.definitions import get_workflow
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import (
     InvalidArgumentError,
     InvalidTransitionError,
@@ -37,8 +36,8 @@ from weft_django.errors import (
     WeftError,
     WorkflowNotFound,
 )
-from weft_django.models import Schedule, WorkflowRun
-from weft_django.schedule_spec import (
+from weft_django.kernel.clock import now_ms
+from weft_django.kernel.schedule_spec import (
     CHANGED_SIGNAL,
     DEFAULT_CATCHUP_WINDOW,
     DRIVER_WORKFLOW,
@@ -53,6 +52,7 @@ from weft_django.schedule_spec import (
     ticks_after,
     validate_schedule_id,
 )
+from weft_django.models import Schedule, WorkflowRun
 
 MAX_BACKFILL_TICKS = 1000
 

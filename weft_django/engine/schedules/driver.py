@@ -20,11 +20,11 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from weft_django.clock import now_ms
-from weft_django.engine.definitions import activity, workflow
 from weft_django.engine.schedules import ticking
+from weft_django.engine.workflow.definitions import activity, workflow
 from weft_django.errors import ActivityError
-from weft_django.schedule_spec import CHANGED_SIGNAL, DRIVER_WORKFLOW
+from weft_django.kernel.clock import now_ms
+from weft_django.kernel.schedule_spec import CHANGED_SIGNAL, DRIVER_WORKFLOW
 
 logger = logging.getLogger("weft_django.schedules")
 

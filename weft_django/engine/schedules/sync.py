@@ -27,11 +27,11 @@ from django.core import checks
 from django.db import IntegrityError
 
 from weft_django.conf import CHECK_IDS, WeftSettings
-from weft_django.engine.definitions import get_workflow, registry
-from weft_django.engine.payload import normalize
 from weft_django.engine.schedules import calls
+from weft_django.engine.workflow.definitions import get_workflow, registry
+from weft_django.engine.workflow.payload import normalize
+from weft_django.kernel.schedule_spec import ScheduleSpec
 from weft_django.models import Schedule
-from weft_django.schedule_spec import ScheduleSpec
 from weft_django.warnings import WeftScheduleRemovedWarning
 
 logger = logging.getLogger("weft_django.schedules")

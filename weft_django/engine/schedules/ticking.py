@@ -26,14 +26,13 @@ from typing import Any
 from django.db.models import F
 
 from weft_django.conf import get_settings
-from weft_django.engine.schedules.starting import start_run
+from weft_django.engine.operations.start import start_run
 from weft_django.errors import (
     IdempotencyConflictError,
     UnknownWorkflowType,
     WorkflowAlreadyRunning,
 )
-from weft_django.models import TERMINAL_STATUSES, Schedule, WorkflowRun
-from weft_django.schedule_spec import (
+from weft_django.kernel.schedule_spec import (
     ScheduleSpec,
     TickOutcome,
     build_spec,
@@ -43,6 +42,7 @@ from weft_django.schedule_spec import (
     tick_workflow_id,
     ticks_after,
 )
+from weft_django.models import TERMINAL_STATUSES, Schedule, WorkflowRun
 
 logger = logging.getLogger("weft_django.schedules")
 

@@ -24,10 +24,16 @@ from __future__ import annotations
 import logging
 
 from weft_django.engine import tracing
-from weft_django.engine.definitions import get_workflow
-from weft_django.engine.errors_codec import error_record
-from weft_django.engine.replay import ContinuedAsNew, Diverged, Failed, Finished, Leaf, Replay
-from weft_django.engine.store import RunInbox, load_events, load_inbox
+from weft_django.engine.journal import RunInbox, load_events, load_inbox
+from weft_django.engine.replay.errors_codec import error_record
+from weft_django.engine.replay.machine import (
+    ContinuedAsNew,
+    Diverged,
+    Failed,
+    Finished,
+    Leaf,
+    Replay,
+)
 from weft_django.engine.turn.async_activity import void_async_tokens
 from weft_django.engine.turn.cancel import cancel_error, deliver_cancel
 from weft_django.engine.turn.child import cancel_abandoned_children
@@ -39,6 +45,7 @@ from weft_django.engine.turn.publish import flush as flush_published
 from weft_django.engine.turn.steps import act
 from weft_django.engine.turn.update import deliver_update
 from weft_django.engine.turn.waits import deliver_to_handler
+from weft_django.engine.workflow.definitions import get_workflow
 from weft_django.errors import UnknownWorkflowType
 
 logger = logging.getLogger("weft_django.engine")

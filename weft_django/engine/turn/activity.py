@@ -21,31 +21,31 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from weft_django.clock import wall_ms
 from weft_django.engine import tracing
-from weft_django.engine.activity_context import (
+from weft_django.engine.activities.atomic import run_atomic
+from weft_django.engine.activities.executor import ActivityOutcome
+from weft_django.engine.activities.heartbeats import heartbeat_sink
+from weft_django.engine.activities.info import (
     ActivityInfo,
     AttemptControl,
     idempotency_key,
 )
-from weft_django.engine.atomic import run_atomic
-from weft_django.engine.commands import RunActivity
-from weft_django.engine.definitions import ActivityDefinition, get_activity
-from weft_django.engine.executor import ActivityOutcome
-from weft_django.engine.heartbeats import heartbeat_sink
-from weft_django.engine.payload import normalize
-from weft_django.engine.replay import Leaf
-from weft_django.engine.run_metrics import attempt_outcome, record_attempt
-from weft_django.engine.store import RunInbox
-from weft_django.engine.turn.activity_queues import (
+from weft_django.engine.journal import RunInbox
+from weft_django.engine.queues.activity_slots import (
     activity_slot,
     release_activity_slot,
     wait_for_activity_slot,
 )
+from weft_django.engine.replay.machine import Leaf
+from weft_django.engine.runs.metrics import attempt_outcome, record_attempt
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
 from weft_django.engine.turn.routed import expire_routed, start_routed
+from weft_django.engine.workflow.commands import RunActivity
+from weft_django.engine.workflow.definitions import ActivityDefinition, get_activity
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import ActivityError, ActivityErrorKind, PayloadError
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import Timer
 from weft_django.ownership.batch import Delete, Insert
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from weft_django.engine.commands import StartAsyncActivity
-from weft_django.engine.replay import Event, Leaf
-from weft_django.engine.store import RunInbox, async_token, hash_token
+from weft_django.engine.journal import RunInbox, async_token, hash_token
+from weft_django.engine.replay.machine import Event, Leaf
 from weft_django.engine.turn.activity import start_attempt
 from weft_django.engine.turn.commit import TurnState
+from weft_django.engine.workflow.commands import StartAsyncActivity
 from weft_django.errors import ActivityError, WorkflowTimeoutError
 from weft_django.models import AsyncActivity, Timer
 from weft_django.ownership.batch import Delete, Insert, Update, Write

@@ -14,16 +14,16 @@ import os
 
 from django.utils import timezone
 
-from weft_django.engine import external, tracing
+from weft_django.engine import operations, tracing
 from weft_django.engine import signals as weft_signals
-from weft_django.engine.commands import StartChild
-from weft_django.engine.definitions import has_workflow
-from weft_django.engine.errors_codec import error_record
-from weft_django.engine.payload import normalize
-from weft_django.engine.replay import Leaf
-from weft_django.engine.store import RunInbox, load_inbox
+from weft_django.engine.journal import RunInbox, load_inbox
+from weft_django.engine.replay.errors_codec import error_record
+from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.turn.detached import start_detached
+from weft_django.engine.workflow.commands import StartChild
+from weft_django.engine.workflow.definitions import has_workflow
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import ChildWorkflowError, PayloadError, UnknownWorkflowType
 from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, WorkflowRun
 from weft_django.ownership.batch import Insert, UniqueAbsence
@@ -123,7 +123,7 @@ def cancel_abandoned_children(turn: TurnState, inbox: RunInbox | None = None) ->
             and child.cancel_requested_at is None
         ):
             try:
-                external.cancel(
+                operations.cancel(
                     child.workflow_id, "cancelled with its branch", actor=turn.host.engine_id
                 )
             except Exception:

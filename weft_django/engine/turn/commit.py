@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.db.models import F
 
-from weft_django.engine.errors_codec import error_record
 from weft_django.engine.host import TurnHost
-from weft_django.engine.replay import Event, Failed, Finished, Leaf, Replay
-from weft_django.engine.store import RunInbox, journal_write
+from weft_django.engine.journal import RunInbox, journal_write
+from weft_django.engine.replay.errors_codec import error_record
+from weft_django.engine.replay.machine import Event, Failed, Finished, Leaf, Replay
 from weft_django.engine.turn.publish import rows_for
-from weft_django.engine.update_answers import announce_answers
+from weft_django.engine.turn.update_answers import announce_answers
 from weft_django.errors import EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, Timer, WorkflowRun
 from weft_django.ownership.batch import (

@@ -17,9 +17,9 @@ raise ``ActivityCancelled``.
 
 from __future__ import annotations
 
-from weft_django.engine.executor import AttemptAbandoned
-from weft_django.engine.replay import Leaf
-from weft_django.engine.store import RunInbox, load_inbox
+from weft_django.engine.activities.executor import AttemptAbandoned
+from weft_django.engine.journal import RunInbox, load_inbox
+from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.turn.activity import finish_attempt
 from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnState
 from weft_django.engine.turn.park import plan_timers

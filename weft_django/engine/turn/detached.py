@@ -19,12 +19,12 @@ from django.utils import timezone
 
 from weft_django.engine import signals as weft_signals
 from weft_django.engine import tracing
-from weft_django.engine.commands import StartChild
-from weft_django.engine.definitions import has_workflow
-from weft_django.engine.errors_codec import error_record
-from weft_django.engine.payload import normalize
-from weft_django.engine.replay import Event, Leaf
+from weft_django.engine.replay.errors_codec import error_record
+from weft_django.engine.replay.machine import Event, Leaf
 from weft_django.engine.turn.commit import TurnState
+from weft_django.engine.workflow.commands import StartChild
+from weft_django.engine.workflow.definitions import has_workflow
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import ChildWorkflowError, PayloadError, UnknownWorkflowType
 from weft_django.models import WorkflowRun
 from weft_django.ownership.batch import Insert, UniqueAbsence

@@ -18,14 +18,14 @@ from django.utils import timezone
 
 from weft_django.engine import signals as weft_signals
 from weft_django.engine import tracing
-from weft_django.engine.errors_codec import error_record
-from weft_django.engine.payload import normalize
-from weft_django.engine.run_metrics import record_run_end
-from weft_django.engine.store import bump_parent
+from weft_django.engine.journal import bump_parent
+from weft_django.engine.replay.errors_codec import error_record
+from weft_django.engine.runs.metrics import record_run_end
 from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.publish import CarrySearchAttributes
 from weft_django.engine.wakes import Wake, announce
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import PayloadError
 from weft_django.models import Timer, WorkflowRun
 from weft_django.ownership.batch import Delete, Insert, Update, Write

@@ -14,17 +14,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from weft_django.engine.commands import (
+from weft_django.engine.journal import RunInbox
+from weft_django.engine.replay.machine import Leaf
+from weft_django.engine.turn.child import cancel_abandoned_children
+from weft_django.engine.turn.commit import TurnState
+from weft_django.engine.workflow.commands import (
     LeafCommand,
     Sleep,
     StartAsyncActivity,
     WaitSignal,
     WaitUntil,
 )
-from weft_django.engine.replay import Leaf
-from weft_django.engine.store import RunInbox
-from weft_django.engine.turn.child import cancel_abandoned_children
-from weft_django.engine.turn.commit import TurnState
 from weft_django.models import Timer
 from weft_django.ownership.batch import Delete, Insert, RunCondition, Write
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from weft_django.engine.definitions import ActivityDefinition
-from weft_django.engine.executor import Attempt
-from weft_django.engine.replay import Leaf
+from weft_django.engine.activities.executor import Attempt
+from weft_django.engine.replay.machine import Leaf
+from weft_django.engine.workflow.definitions import ActivityDefinition
 
 OnSuccess = Callable[[Any], bool]
 """Called with an attempt's (normalized) value instead of settling the leaf."""

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from weft_django.engine.publish import PUBLISH_KINDS
-from weft_django.engine.replay import Event, Replay
+from weft_django.engine.replay.machine import Event, Replay
 from weft_django.engine.wakes import Wake, announce
+from weft_django.engine.workflow.publish import PUBLISH_KINDS
+from weft_django.kernel.attribute_types import COLUMNS, from_json
 from weft_django.models import RunSearchAttribute, StreamEntry, WorkflowEvent, WorkflowRun
 from weft_django.ownership.batch import BulkInsert, Call, Delete, Insert, Write
-from weft_django.search_attribute_types import COLUMNS, from_json
 
 
 class _Turn(Protocol):

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from django.db.models import F
 
-from weft_django.engine.commands import SignalWorkflow
-from weft_django.engine.payload import normalize
-from weft_django.engine.replay import Leaf
-from weft_django.engine.store import RunInbox
+from weft_django.engine.journal import RunInbox
+from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.wakes import announce_event
+from weft_django.engine.workflow.commands import SignalWorkflow
+from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import InvalidTransitionError, PayloadError, WorkflowNotFound
 from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, SignalMessage, WorkflowRun
 from weft_django.ownership.batch import Insert, RunCondition, Update

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from weft_django.engine.commands import (
+from weft_django.engine.journal import RunInbox
+from weft_django.engine.replay.machine import Leaf
+from weft_django.engine.turn.activity import run_activity
+from weft_django.engine.turn.async_activity import async_activity
+from weft_django.engine.turn.child import start_child
+from weft_django.engine.turn.commit import TurnState
+from weft_django.engine.turn.signal_workflow import signal_workflow
+from weft_django.engine.turn.waits import sleep, wait_signal, wait_until
+from weft_django.engine.workflow.commands import (
     RunActivity,
     SignalWorkflow,
     Sleep,
@@ -20,14 +28,6 @@ from weft_django.engine.commands import (
     WaitSignal,
     WaitUntil,
 )
-from weft_django.engine.replay import Leaf
-from weft_django.engine.store import RunInbox
-from weft_django.engine.turn.activity import run_activity
-from weft_django.engine.turn.async_activity import async_activity
-from weft_django.engine.turn.child import start_child
-from weft_django.engine.turn.commit import TurnState
-from weft_django.engine.turn.signal_workflow import signal_workflow
-from weft_django.engine.turn.waits import sleep, wait_signal, wait_until
 
 Step = Callable[[TurnState, Leaf, Any, RunInbox, int], bool]
 """``step(turn, leaf, command, inbox, now) -> progressed``; ``command`` is

@@ -8,10 +8,10 @@ still unset), so a signal is delivered exactly once even when two turns race.
 
 from __future__ import annotations
 
-from weft_django.engine.commands import Sleep, WaitSignal, WaitUntil
-from weft_django.engine.replay import Event, Leaf
-from weft_django.engine.store import RunInbox
+from weft_django.engine.journal import RunInbox
+from weft_django.engine.replay.machine import Event, Leaf
 from weft_django.engine.turn.commit import TurnState
+from weft_django.engine.workflow.commands import Sleep, WaitSignal, WaitUntil
 from weft_django.errors import WorkflowTimeoutError
 from weft_django.models import SignalMessage
 from weft_django.ownership.batch import Condition, RowCondition, Update, Write

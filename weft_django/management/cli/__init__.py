@@ -9,7 +9,7 @@ returns into text or one JSON document and every error into a stable code
 and exit status; ``args`` parses the values the user typed (JSON, filter
 flags) before anything is written.
 
-Invariant: a subcommand writes only through ``weft_django.engine.client``;
+Invariant: a subcommand writes only through ``weft_django.client``;
 the read-only ones (``list``, ``show``) read rows and the runtime's
 read-only views (``engine.run_waits``).
 """

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from weft_django.engine import client
+from weft_django import client
 from weft_django.models import WorkflowRun
 
 from . import bulk

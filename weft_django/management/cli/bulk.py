@@ -21,8 +21,8 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from weft_django.engine import client
-from weft_django.engine.run_filters import RunFilter
+from weft_django import client
+from weft_django.engine.runs.filters import RunFilter
 
 from .console import EXIT_FAILED, EXIT_USAGE, CliError, Console
 

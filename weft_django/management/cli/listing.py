@@ -17,9 +17,9 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from weft_django.engine import client
-from weft_django.engine.run_filters import RunFilter
-from weft_django.engine.run_list import MAX_LIMIT, RunSummary
+from weft_django import client
+from weft_django.engine.runs.filters import RunFilter
+from weft_django.engine.runs.listing import MAX_LIMIT, RunSummary
 
 from .args import add_filter_arguments, filter_params, positive_int
 from .console import Console, Subcommand

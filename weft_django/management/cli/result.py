@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from weft_django.engine import client
+from weft_django import client
 
 from .console import EXIT_USAGE, CliError, Console, Subcommand
 

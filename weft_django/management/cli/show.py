@@ -16,8 +16,8 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from weft_django.engine.run_list import attributes_of
-from weft_django.engine.run_waits import run_waits
+from weft_django.engine.runs.listing import attributes_of
+from weft_django.engine.runs.waits import run_waits
 from weft_django.models import JournalEntry, WorkflowRun
 
 from .console import EXIT_USAGE, CliError, Console, Subcommand

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from weft_django.engine import client
+from weft_django import client
 
 from .args import json_option
 from .console import Console, Subcommand

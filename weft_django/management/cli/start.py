@@ -15,8 +15,8 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from weft_django.engine import client
-from weft_django.ids import is_storable_text
+from weft_django import client
+from weft_django.kernel.ids import is_storable_text
 from weft_django.models import WorkflowRun
 
 from .args import json_option

@@ -28,7 +28,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from weft_django import client
         from weft_django.engine import Engine
-        from weft_django.engine.definitions import has_workflow
+        from weft_django.engine.workflow.definitions import has_workflow
         from weft_django.models import ClaimEvent, JournalEntry, WorkflowRun
 
         checked.seconds("--sleep", options["sleep"])

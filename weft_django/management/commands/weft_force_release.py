@@ -16,8 +16,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from weft_django import client
 from weft_django.conf import get_settings
-from weft_django.engine import client
 from weft_django.errors import WeftError
 from weft_django.management import checked_args as checked
 from weft_django.models import WorkflowClaim, WorkflowRun

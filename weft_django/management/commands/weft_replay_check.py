@@ -20,8 +20,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from weft_django.engine.definitions import has_workflow
-from weft_django.engine.replay_check import Finding, ReplayReport, check_live_runs, live_runs
+from weft_django.engine.replay.check import Finding, ReplayReport, check_live_runs, live_runs
+from weft_django.engine.workflow.definitions import has_workflow
 from weft_django.management import checked_args as checked
 
 

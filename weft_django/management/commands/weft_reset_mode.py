@@ -16,8 +16,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from weft_django.cluster import alive_engines_q, format_age, reset_mode_window_ms, wall_ms
 from weft_django.conf import get_settings
+from weft_django.inspection import alive_engines_q, format_age, reset_mode_window_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import EngineRecord, OwnershipModeMarker
 from weft_django.ownership.gates import reset_mode_marker
 

@@ -61,7 +61,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from weft_django.engine import Engine
-        from weft_django.engine.local_scheduler import LocalScheduler
+        from weft_django.engine.scheduling.local import LocalScheduler
 
         # Every typed value is checked before logging is touched or an engine built.
         level = checked.log_level(options["log_level"])

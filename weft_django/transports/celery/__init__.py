@@ -62,7 +62,7 @@ from weft_django.transports.celery.messages import (
 )
 from weft_django.transports.celery.opt_in import add_worker_option
 from weft_django.transports.celery.routed import ROUTED_TASK, install_routing, uninstall_routing
-from weft_django.transports.celery.routing import CeleryWakeBackend
+from weft_django.transports.celery.wakes import CeleryWakeBackend
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any
 
-from weft_django.engine.routing_dispatch import RoutedMessage
+from weft_django.engine.activities.routed_dispatch import RoutedMessage
 from weft_django.ownership.codec import (
     MAX_ENGINE_ID_LENGTH,
     MAX_EPOCH_EXCLUSIVE,

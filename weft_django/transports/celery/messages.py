@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from weft_django.clock import wall_ms
 from weft_django.conf import get_settings
+from weft_django.kernel.clock import wall_ms
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -32,7 +32,7 @@ from weft_django.transports.celery.wake_report import leftovers
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
-    from weft_django.vocab import WakeKind
+    from weft_django.kernel.vocab import WakeKind
 
 logger = logging.getLogger("weft_django.transports.celery")
 

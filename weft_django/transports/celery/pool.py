@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import Min
 
-from weft_django.clock import wall_ms
 from weft_django.engine import Engine
 from weft_django.engine.db_connections import mark_engine_thread
-from weft_django.engine.queues import admit_pending
+from weft_django.engine.queues.flow import admit_pending
 from weft_django.engine.records import add_counters
-from weft_django.engine.turn_failures import record_turn_failure
+from weft_django.engine.turn.failures import record_turn_failure
+from weft_django.kernel.clock import wall_ms
+from weft_django.kernel.vocab import WAKE_KINDS, WakeKind, WakeTransport
 from weft_django.models import Timer, WorkflowRun
 from weft_django.ownership.guard import decide_wake, record_wake
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
@@ -59,10 +60,9 @@ from weft_django.transports.celery.wake_report import (
     leftovers,
     outcome_of,
 )
-from weft_django.vocab import WAKE_KINDS, WakeKind, WakeTransport
 
 if TYPE_CHECKING:
-    from weft_django.engine.workflow_cache import WorkflowCache
+    from weft_django.engine.replay.cache import WorkflowCache
 
 logger = logging.getLogger("weft_django.transports.celery")
 

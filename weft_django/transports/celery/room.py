@@ -21,9 +21,9 @@ node whose room freed a moment later.
 
 from __future__ import annotations
 
-from weft_django.clock import wall_ms
+from weft_django.kernel.clock import wall_ms
 from weft_django.models import WorkflowClaim, WorkflowRun
-from weft_django.querysets import owes_turn_q
+from weft_django.models.querysets import owes_turn_q
 from weft_django.transports.celery.messages import send_pickup
 
 #: The first re-offer of a declined pickup comes this long after the decline.

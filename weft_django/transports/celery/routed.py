@@ -29,8 +29,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from weft_django.clock import wall_ms
-from weft_django.engine.routing_dispatch import RoutedMessage, dispatchers
+from weft_django.engine.activities.routed_dispatch import RoutedMessage, dispatchers
+from weft_django.kernel.clock import wall_ms
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -104,19 +104,19 @@ def run_routed(message: RoutedMessage, *, worker: str = "") -> str:
     """
     # Imported here: install_routing runs while the settings may still load.
     from weft_django.engine import tracing
-    from weft_django.engine.activity_context import (
+    from weft_django.engine.activities.info import (
         ActivityInfo,
         AttemptControl,
         activity_scope,
         deadline_from_ms,
     )
-    from weft_django.engine.definitions import get_activity
-    from weft_django.engine.routing import (
+    from weft_django.engine.activities.routed import (
         answer_payload,
         encode_failure,
         report_routed,
         routed_message_live,
     )
+    from weft_django.engine.workflow.definitions import get_activity
 
     if not routed_message_live(message):
         logger.info(

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from weft_django.engine.scheduler import TurnScheduler
+from weft_django.engine.scheduling.base import TurnScheduler
+from weft_django.kernel.vocab import WakeKind, WakeTransport
 from weft_django.transports.celery.messages import DriveMessage, send_drive
-from weft_django.transports.celery.routing import owner_of_run
-from weft_django.vocab import WakeKind, WakeTransport
+from weft_django.transports.celery.wakes import owner_of_run
 
 if TYPE_CHECKING:
     from weft_django.conf import WeftSettings

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from weft_django.models import DRIVABLE_STATUSES, WorkflowClaim, WorkflowRun
-from weft_django.querysets import out_of_backoff_q
+from weft_django.models.querysets import out_of_backoff_q
 
 if TYPE_CHECKING:
     from weft_django.engine import Engine

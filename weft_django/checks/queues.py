@@ -1,0 +1,58 @@
+"""System checks of flow control (issue #16): ``weft.E031``, ``weft.E032``.
+
+Why at check time: a ``@workflow(queue="emails")`` whose queue is not in
+``WEFT["QUEUES"]`` would make every start of it fail at the call; the
+deploy should refuse instead, naming the workflow and the queue. Queues
+rest on per-workflow claims (a slot is a claim generation's), so they are
+refused in the other ownership modes. ``weft.E030`` (a malformed queue) is
+``conf``'s, like every settings problem. Never touches the database.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+
+from weft_django.conf import evaluate_settings
+from weft_django.engine.workflow.definitions import registry
+
+
+def check_queues(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    settings, _ = evaluate_settings()
+    declared = settings.queues
+    messages: list[checks.CheckMessage] = []
+    known = ", ".join(sorted(declared)) or "none"
+    for name, definition in sorted(registry.workflows.items()):
+        if definition.queue is not None and definition.queue not in declared:
+            messages.append(
+                checks.Error(
+                    f"workflow {name!r} names queue {definition.queue!r}, "
+                    "which WEFT['QUEUES'] does not declare",
+                    hint=f"Declared queues: {known}.",
+                    id="weft.E031",
+                )
+            )
+    for name, activity in sorted(registry.activities.items()):
+        queue = getattr(activity, "queue", None)
+        if queue is not None and queue not in declared:
+            messages.append(
+                checks.Error(
+                    f"activity {name!r} names queue {queue!r}, "
+                    "which WEFT['QUEUES'] does not declare",
+                    hint=f"Declared queues: {known}.",
+                    id="weft.E031",
+                )
+            )
+    if declared and settings.ownership != "workflow-lease":
+        messages.append(
+            checks.Error(
+                f"WEFT['QUEUES'] needs OWNERSHIP='workflow-lease', got {settings.ownership!r}: "
+                "a queue slot belongs to a per-workflow claim generation",
+                id="weft.E032",
+            )
+        )
+    return messages
+
+
+__all__ = ["check_queues"]

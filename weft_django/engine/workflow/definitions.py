@@ -1,0 +1,378 @@
+"""``@workflow`` / ``@activity`` and the name registry (SPEC §1).
+
+Workflows and activities are registered by *name*, because the journal and
+the runs table store names, not Python objects: a deploy that moves a
+function keeps its runs working as long as the name stays. Each installed
+app's ``workflows.py`` is imported at start-up (``autodiscover``).
+
+``@activity`` checks what it decorates and every option at definition time,
+so a mistake fails at import with the bad value named -- not at run time,
+inside a turn, as "Object of type coroutine is not JSON serializable" did.
+Whether an activity is ``async def`` is decided once here
+(``ActivityDefinition.is_async``): the executor runs the two kinds on
+different machinery (threads, one event loop) and must never guess.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import random
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol, TypeVar
+
+from weft_django.engine.workflow.atomic_options import check_atomic_options
+from weft_django.engine.workflow.routed_options import check_routing_options
+from weft_django.errors import UnknownWorkflowType
+from weft_django.kernel.durations import optional_ms
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Delays are clamped here before any float arithmetic (2**53 ms is ~285,000
+#: years), so a large attempt number cannot overflow the jitter's draw.
+_MAX_DELAY_MS = 2**53
+
+
+class UniformSource(Protocol):
+    """What ``backoff_for`` draws jitter from: the ``random`` module or a ``Random``."""
+
+    def uniform(self, a: float, b: float) -> float: ...
+
+
+@dataclass(frozen=True)
+class ActivityDefinition:
+    """An activity: ordinary Python run by the owning engine, journaled.
+
+    ``is_async``: ``fn`` is an ``async def`` function (awaited on the
+    engine's event loop); otherwise it runs on an activity thread.
+    ``heartbeat_timeout_ms``: an attempt that does not heartbeat for longer
+    fails as timed out (``None``: no such bound). ``max_backoff_ms`` caps
+    each retry delay (``None``: no cap); ``jitter`` (0..1) spreads each
+    delay uniformly over ``[d*(1-jitter), d*(1+jitter)]``. ``atomic``: the
+    body, its result's journal entry and the run's state commit in one
+    transaction on the weft alias, under the claim fence (``engine.atomic``).
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    retries: int = 0
+    backoff_ms: int = 1000
+    timeout_ms: int | None = None
+    non_retryable: tuple[type[BaseException], ...] = ()
+    is_async: bool = False
+    heartbeat_timeout_ms: int | None = None
+    max_backoff_ms: int | None = None
+    jitter: float = 0.0
+    atomic: bool = False
+    #: ``@activity(celery_queue=...)``: attempts run as Celery tasks on this
+    #: queue (``engine.routing``); ``None``: on the owning engine's executor.
+    celery_queue: str | None = None
+    #: ``@activity(queue=...)``: each attempt holds a slot of this queue (``engine.queues``).
+    queue: str | None = None
+
+    def backoff_for(self, attempt: int, rng: UniformSource = random) -> int:
+        """The delay in ms before ``attempt`` (2, 3, ...).
+
+        Exponential, base × 2^(attempt-2); then the jitter draw from ``rng``
+        (uniform over ``[d*(1-jitter), d*(1+jitter)]``); then the
+        ``max_backoff_ms`` cap. Never negative.
+        """
+        delay = min(self.backoff_ms * (2 ** max(0, attempt - 2)), _MAX_DELAY_MS)
+        if self.jitter:
+            low, high = delay * (1 - self.jitter), delay * (1 + self.jitter)
+            delay = max(0, round(rng.uniform(low, high)))
+        if self.max_backoff_ms is not None:
+            delay = min(delay, self.max_backoff_ms)
+        return delay
+
+
+@dataclass(frozen=True)
+class WorkflowDefinition:
+    """A workflow: a generator function ``(ctx, input) -> result``."""
+
+    name: str
+    fn: Callable[..., Any]
+    #: The grace a cancel of this workflow gets when the caller names none
+    #: (``@workflow(cancel_grace=...)``); ``None``: an immediate cancel.
+    cancel_grace_ms: int | None = None
+    #: ``@workflow(queue=...)``: the queue a start names when it names none.
+    queue: str | None = None
+
+
+@dataclass
+class WorkflowRegistry:
+    """The names of this process's workflows and activities (one lock guards both)."""
+
+    workflows: dict[str, WorkflowDefinition] = field(default_factory=dict)
+    activities: dict[str, ActivityDefinition] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def swapped(self, name: str, fn: Callable[..., Any]) -> Iterator[None]:
+        """Run ``fn`` as the registered workflow ``name`` inside the block, as a
+        deploy of new code would (tests of determinism and ``patched``)."""
+        with self.lock:
+            if name not in self.workflows:
+                raise UnknownWorkflowType(name)
+            before = self.workflows[name]
+            self.workflows[name] = WorkflowDefinition(
+                name, fn, before.cancel_grace_ms, before.queue
+            )
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.workflows[name] = before
+
+
+registry = WorkflowRegistry()
+"""The default registry, filled by ``@workflow`` and ``@activity``."""
+
+
+def workflow(
+    name: str | None = None,
+    *,
+    cancel_grace: timedelta | float | None = None,
+    queue: str | None = None,
+) -> Callable[[F], F]:
+    """Register a generator function as the workflow ``name``.
+
+    ``cancel_grace``: how long a cancel that names no grace lets the workflow
+    clean up (``WorkflowCancelled`` is thrown into it); ``None``: a cancel
+    ends the run at once, as it always did.
+
+    ``queue``: a queue of ``WEFT["QUEUES"]`` every start of it joins unless
+    the start names one (``engine.queues``; system check ``weft.E031``).
+    """
+    grace_ms = optional_ms(cancel_grace, "workflow cancel_grace", allow_zero=False)
+    if queue is not None and not isinstance(queue, str):
+        raise ValueError(f"workflow queue must be a queue name, got {queue!r}")
+
+    def decorate(fn: F) -> F:
+        wf_name = name or fn.__name__
+        _check_name(wf_name, "workflow")
+        with registry.lock:
+            existing = registry.workflows.get(wf_name)
+            if existing is not None and _qualname(existing.fn) != _qualname(fn):
+                raise ValueError(
+                    f"workflow name {wf_name!r} is already registered by {_qualname(existing.fn)}"
+                )
+            registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn, grace_ms, queue)
+        fn.__weft_workflow__ = wf_name  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+def activity(
+    *,
+    name: str | None = None,
+    retries: int = 0,
+    backoff: timedelta | float = timedelta(seconds=1),
+    timeout: timedelta | float | None = None,
+    non_retryable: Iterable[type[BaseException]] = (),
+    heartbeat_timeout: timedelta | float | None = None,
+    max_backoff: timedelta | float | None = None,
+    jitter: float = 0.0,
+    atomic: bool = False,
+    using: str | None = None,
+    celery_queue: str | None = None,
+    queue: str | None = None,
+) -> Callable[[F], F]:
+    """Register a function (or an ``async def`` function) as an activity.
+
+    It stays callable directly. ``heartbeat_timeout``: an attempt that sends
+    no ``activity_info().heartbeat()`` for this long fails as timed out (and
+    is retried under ``retries``). ``max_backoff`` caps each retry delay (at
+    least ``backoff``); ``jitter`` is a fraction in [0, 1] by which each
+    delay is randomly spread.
+
+    ``atomic=True`` (a plain function only): the activity's ORM writes on the
+    weft database alias, the journal entry of its result and the run's state
+    commit in ONE transaction, under the claim fence -- its database effect
+    happens exactly once (docs/howto/exactly-once.md). ``using``: the alias
+    the atomic activity writes through, checked to be the weft alias (an
+    assertion for the reader; it changes nothing else).
+
+    ``celery_queue``: each attempt runs as a Celery task on that queue, on
+    any worker that imports the activity; its result comes back through the
+    fenced routed-result path (docs/howto/routing-activities.md).
+    ``queue``: a queue of ``WEFT["QUEUES"]`` whose concurrency and rate every
+    attempt draws on, across all engines (not with ``atomic``; system check
+    ``weft.E031``).
+    """
+    if queue is not None and (not isinstance(queue, str) or atomic):
+        raise ValueError(f"activity queue must be a queue name (not with atomic), got {queue!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"activity retries must be a non-negative integer, got {retries!r}")
+    backoff_ms = optional_ms(backoff, "activity backoff") or 0
+    timeout_ms = optional_ms(timeout, "activity timeout")
+    heartbeat_timeout_ms = optional_ms(
+        heartbeat_timeout, "activity heartbeat_timeout", allow_zero=False
+    )
+    max_backoff_ms = optional_ms(max_backoff, "activity max_backoff")
+    if max_backoff_ms is not None and max_backoff_ms < backoff_ms:
+        raise ValueError(
+            f"activity max_backoff must be at least backoff ({backoff_ms} ms), "
+            f"got {max_backoff!r} ({max_backoff_ms} ms)"
+        )
+    jitter_fraction = _check_jitter(jitter)
+    non_retryable_types = tuple(non_retryable)
+    if not isinstance(atomic, bool):
+        raise TypeError(f"activity atomic must be True or False, got {atomic!r}")
+
+    def decorate(fn: F) -> F:
+        is_async = _check_activity_function(fn)
+        act_name = name or _default_name(fn)
+        _check_name(act_name, "activity")
+        if atomic or using is not None:
+            check_atomic_options(
+                act_name,
+                atomic=atomic,
+                is_async=is_async,
+                using=using,
+                heartbeat_timeout_ms=heartbeat_timeout_ms,
+                routed={"celery_queue": celery_queue},
+            )
+        if celery_queue is not None:
+            check_routing_options(
+                act_name,
+                celery_queue,
+                timeout_ms=timeout_ms,
+                heartbeat_timeout_ms=heartbeat_timeout_ms,
+            )
+        definition = ActivityDefinition(
+            act_name,
+            fn,
+            retries,
+            backoff_ms,
+            timeout_ms,
+            non_retryable_types,
+            is_async=is_async,
+            heartbeat_timeout_ms=heartbeat_timeout_ms,
+            max_backoff_ms=max_backoff_ms,
+            jitter=jitter_fraction,
+            atomic=atomic,
+            celery_queue=celery_queue,
+            queue=queue,
+        )
+        with registry.lock:
+            registry.activities[act_name] = definition
+        fn.__weft_activity__ = definition  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+def _check_jitter(value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or math.isnan(value)
+        or not 0 <= value <= 1
+    ):
+        raise ValueError(
+            f"activity jitter must be a fraction between 0 and 1 (0.1 = ±10 %), got {value!r}"
+        )
+    return float(value)
+
+
+def _innermost(fn: Any) -> Any:
+    """``fn`` without its ``functools.partial`` layers and ``functools.wraps`` wrappers."""
+    seen: set[int] = set()
+    while id(fn) not in seen:
+        seen.add(id(fn))
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif callable(getattr(fn, "__wrapped__", None)):
+            fn = fn.__wrapped__
+        else:
+            break
+    return fn
+
+
+def _check_activity_function(fn: object) -> bool:
+    """Whether ``fn`` is an ``async def`` function; ``TypeError`` unless it is a function.
+
+    A ``functools.partial`` or a ``functools.wraps`` decorator is judged by
+    the function inside it (a plain wrapper around an ``async def`` returns
+    its coroutine, so it is async too). A callable object counts by its
+    ``__call__``. Classes, generator functions and async generator functions
+    are refused: none of them returns the activity's result when called.
+    """
+    inner = _innermost(fn)
+    if not callable(fn) or inspect.isclass(fn) or inspect.isclass(inner):
+        raise TypeError(f"@activity needs a function or an async def function, got {fn!r:.200}")
+    candidates: list[Any] = [fn, inner]
+    if not inspect.isroutine(inner):
+        candidates.append(getattr(inner, "__call__", None))  # noqa: B004 - callable objects
+    if any(inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f) for f in candidates):
+        raise TypeError(
+            "@activity needs a function or an async def function, got the generator "
+            f"function {fn!r:.200} (a generator does not return the activity's result)"
+        )
+    return any(inspect.iscoroutinefunction(f) for f in candidates)
+
+
+def _default_name(fn: Any) -> str:
+    """``module.qualname`` of the function inside any partial or wrapper."""
+    inner = _innermost(fn)
+    module = getattr(inner, "__module__", None) or getattr(fn, "__module__", "")
+    qualname = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+    return f"{module}.{qualname}"
+
+
+def _check_name(value: str, what: str) -> None:
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise ValueError(f"{what} name must be a non-empty string of at most 200 characters")
+
+
+def _qualname(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def get_workflow(name: str) -> WorkflowDefinition:
+    try:
+        return registry.workflows[name]
+    except KeyError:
+        raise UnknownWorkflowType(name) from None
+
+
+def has_workflow(name: str) -> bool:
+    return name in registry.workflows
+
+
+def workflow_names() -> list[str]:
+    return sorted(registry.workflows)
+
+
+def activity_definition(target: Any) -> ActivityDefinition | None:
+    """The definition behind a decorated function or a registered name."""
+    definition = getattr(target, "__weft_activity__", None)
+    if isinstance(definition, ActivityDefinition):
+        return definition
+    if isinstance(target, str):
+        return registry.activities.get(target)
+    return None
+
+
+def get_activity(name: str) -> ActivityDefinition:
+    definition = registry.activities.get(name)
+    if definition is None:
+        raise LookupError(
+            f"activity {name!r} is not registered in this process; is the module that "
+            "defines it imported (an app's workflows.py)?"
+        )
+    return definition
+
+
+def autodiscover() -> None:
+    """Import ``workflows`` from every installed app."""
+    from django.utils.module_loading import autodiscover_modules
+
+    autodiscover_modules("workflows")
