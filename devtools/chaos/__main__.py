@@ -1,4 +1,4 @@
-"""``python -m tests.chaos``: a long chaos soak on its own services.
+"""``python -m devtools.chaos``: a long chaos soak on its own services.
 
 By default the soak starts its own PostgreSQL cluster and its own Redis
 server (``devtools.chaos.services``; ``--broker amqp``: its own RabbitMQ node),
@@ -14,8 +14,8 @@ an unexplained duplicate execution, a stuck claim).
 
 Example (``scripts/chaos`` passes its arguments here)::
 
-    python -m tests.chaos --engines 3 --celery 1 --workflows 300 --faults 20 --seed 7
-    python -m tests.chaos --broker amqp --json /tmp/chaos.json
+    python -m devtools.chaos --engines 3 --celery 1 --workflows 300 --faults 20 --seed 7
+    python -m devtools.chaos --broker amqp --json /tmp/chaos.json
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from devtools.chaos.services import PrivatePostgres, PrivateRabbit, PrivateRedis
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.chaos", description=__doc__.split("\n")[0]
+        prog="python -m devtools.chaos", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--engines", type=int, default=3, help="engine processes in all")
     parser.add_argument("--celery", type=int, default=1, help="how many of them are Celery nodes")

@@ -2,7 +2,7 @@
 
 ``run_chaos(config)`` is the whole soak, shared by the CI test
 (``tests/chaos/test_chaos_soak.py``) and the long-run entry point
-(``python -m tests.chaos``). It expects Django set up on PostgreSQL, on the
+(``python -m devtools.chaos``). It expects Django set up on PostgreSQL, on the
 database the engines should use (the test database under pytest, its own
 database for the script), and:
 
@@ -75,7 +75,7 @@ from weft_django.models import (
 )
 from weft_django.models.schedules import Schedule
 
-logger = logging.getLogger("tests.chaos")
+logger = logging.getLogger("devtools.chaos")
 
 #: ``stepclock`` first: it gives the engines built afterwards the steppable clock.
 IMPORTS = ("devtools.chaos.stepclock", "devtools.chaos.workflows")

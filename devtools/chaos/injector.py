@@ -62,7 +62,7 @@ from weft_django.kernel.clock import wall_ms
 if TYPE_CHECKING:
     from devtools.chaos.harness import Cluster, Slot
 
-logger = logging.getLogger("tests.chaos")
+logger = logging.getLogger("devtools.chaos")
 
 FaultKind = Literal[
     "kill",

@@ -1,4 +1,4 @@
-"""The CI-bounded chaos soak (issues #8 and #21): ``python -m tests.chaos``
+"""The CI-bounded chaos soak: ``python -m devtools.chaos``
 as a child process, 3 engines (2 standalone, 1 Celery node), 40 workflows
 using every ``ctx`` command, one fault of every kind on a fixed seed — kill +
 restart, pause past the TTL, backends terminated mid-transaction, a partition
@@ -50,7 +50,7 @@ def test_chaos_soak_loses_nothing_and_never_writes_twice(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "tests.chaos",
+        "devtools.chaos",
         "--engines=3",
         "--celery=1",
         f"--workflows={WORKFLOWS}",

@@ -34,7 +34,11 @@ from weft_django.models import (
     WorkflowRun,
 )
 from weft_django.ownership import batch as batch_module
-from weft_django.ownership.batch import (
+from weft_django.ownership.batch import conditional_batch, is_retryable
+from weft_django.ownership.fence import fenced_commit
+from weft_django.ownership.fold import prepare_claim_fold
+from weft_django.ownership.lease import GlobalLeaseManager
+from weft_django.ownership.ops import (
     ABSENT_HOLDER,
     BulkInsert,
     Call,
@@ -46,12 +50,7 @@ from weft_django.ownership.batch import (
     RunCondition,
     UniqueAbsence,
     Update,
-    conditional_batch,
-    is_retryable,
 )
-from weft_django.ownership.fence import fenced_commit
-from weft_django.ownership.fold import prepare_claim_fold
-from weft_django.ownership.lease import GlobalLeaseManager
 from weft_django.ownership.transitions import ClaimSnapshot, build_rotation
 from weft_django.warnings import WeftLeaseLostWarning, WeftWorkflowClaimLostWarning
 

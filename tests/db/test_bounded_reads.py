@@ -24,7 +24,7 @@ from weft_django.db.counting import (
 )
 from weft_django.db.distinct import distinct_values
 from weft_django.engine import Engine
-from weft_django.engine.maintenance import passes as maintenance_module
+from weft_django.engine.maintenance import reclaim as maintenance_module
 from weft_django.models import WorkflowClaim, WorkflowRun
 
 pytestmark = pytest.mark.django_db

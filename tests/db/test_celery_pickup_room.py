@@ -21,7 +21,7 @@ from weft_django.kernel.clock import wall_ms
 from weft_django.models import WorkflowClaim, WorkflowRun
 from weft_django.transports.celery import identity as node_identity
 from weft_django.transports.celery import room
-from weft_django.transports.celery.pool import run_pickup
+from weft_django.transports.celery.tasks import run_pickup
 
 pytestmark = pytest.mark.usefixtures("batch_db")
 

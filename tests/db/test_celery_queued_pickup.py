@@ -19,7 +19,7 @@ from django.test import override_settings
 from tests.db.celery_pool import as_pool_process
 from weft_django.kernel.clock import now_ms
 from weft_django.models import QueueSlot, WorkflowClaim, WorkflowRun
-from weft_django.transports.celery.pool import run_pickup
+from weft_django.transports.celery.tasks import run_pickup
 
 pytestmark = pytest.mark.usefixtures("batch_db")
 

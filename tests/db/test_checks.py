@@ -16,7 +16,8 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from weft_django.checks import check_celery_pool, check_database, check_weft_settings
+from weft_django.checks import check_database, check_weft_settings
+from weft_django.transports.celery.node_checks import check_celery_pool
 
 pytestmark = pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
 

@@ -16,9 +16,10 @@ import pytest
 from tests.support import ManualClock, StaticHost
 from weft_django.errors import EngineDeposedError
 from weft_django.models import WorkflowClaim, WorkflowRun
-from weft_django.ownership.batch import Update, conditional_batch
+from weft_django.ownership.batch import conditional_batch
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.loss import ClaimLoss, ReportedLosses, classify_losses
+from weft_django.ownership.ops import Update
 from weft_django.ownership.transitions import ClaimSnapshot, build_rotation
 from weft_django.warnings import WeftWorkflowClaimLostWarning
 

@@ -15,10 +15,11 @@ import pytest
 
 from tests.support import ManualClock, StaticHost
 from weft_django.models import WorkflowClaim, WorkflowRun
-from weft_django.ownership.batch import RunCondition, Update, conditional_batch
+from weft_django.ownership.batch import conditional_batch
 from weft_django.ownership.codec import MAX_EPOCH_EXCLUSIVE
 from weft_django.ownership.fold import commit_with_claim_fold, prepare_claim_fold
 from weft_django.ownership.guard import confirm_wake_ownership, wake_ownership_check
+from weft_django.ownership.ops import RunCondition, Update
 from weft_django.ownership.registry import ClaimRegistry
 from weft_django.ownership.transitions import EpochExhaustedError, build_rotation
 from weft_django.warnings import WeftWorkflowWakeDiscardedWarning

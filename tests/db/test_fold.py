@@ -15,7 +15,6 @@ import pytest
 from tests.support import ManualClock, StaticHost
 from weft_django.errors import WorkflowClaimUnavailableError
 from weft_django.models import ClaimEvent, WorkflowClaim, WorkflowRun
-from weft_django.ownership.batch import Insert, RunCondition, UniqueAbsence, Update
 from weft_django.ownership.fold import (
     ClaimFold,
     commit_enabling_write,
@@ -24,6 +23,7 @@ from weft_django.ownership.fold import (
     raise_claim_unavailable,
 )
 from weft_django.ownership.lease import GlobalLeaseManager
+from weft_django.ownership.ops import Insert, RunCondition, UniqueAbsence, Update
 
 pytestmark = pytest.mark.usefixtures("batch_db")
 

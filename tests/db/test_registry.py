@@ -26,7 +26,8 @@ from tests.support import ManualClock, StaticHost
 from weft_django import db as store
 from weft_django.models import ClaimEvent, WorkflowClaim, WorkflowRun
 from weft_django.ownership import registry as registry_module
-from weft_django.ownership.batch import RunCondition, Update, conditional_batch
+from weft_django.ownership.batch import conditional_batch
+from weft_django.ownership.ops import RunCondition, Update
 from weft_django.ownership.registry import ClaimRegistry, takeover_with_retries
 from weft_django.ownership.transitions import build_rotation
 from weft_django.warnings import WeftWorkflowClaimLostWarning

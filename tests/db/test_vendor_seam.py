@@ -20,16 +20,26 @@ from weft_django import db as store
 from weft_django.db.base import StoreOps
 
 PACKAGE = Path(weft_django.__file__).parent
-VENDOR_BRANCH = re.compile(r"\bvendor\s*[!=]=")
 
 
-@pytest.mark.parametrize(
-    "path",
-    [*sorted((PACKAGE / "ownership").glob("*.py")), *sorted((PACKAGE / "checks").glob("*.py")), *sorted((PACKAGE / "conf").glob("*.py"))],
-    ids=lambda p: str(p.relative_to(PACKAGE)),
-)
-def test_no_vendor_branch_outside_the_seam(path: Path) -> None:
-    assert not VENDOR_BRANCH.search(path.read_text()), f"{path.name} compares a vendor"
+#: Where statements may be written by hand: the vendor seam, and the NOTIFY
+#: transport's own LISTEN connection.
+SQL_HOMES = ("db", "transports/notify", "migrations")
+RAW_SQL = re.compile(r"\.cursor\(|\.vendor\b|\bvendor\s*[!=]=")
+
+
+def _outside_the_seam() -> list[Path]:
+    return [
+        path
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not str(path.relative_to(PACKAGE)).startswith(SQL_HOMES)
+    ]
+
+
+@pytest.mark.parametrize("path", _outside_the_seam(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_raw_sql_or_vendor_branch_outside_the_seam(path: Path) -> None:
+    found = RAW_SQL.search(path.read_text())
+    assert not found, f"{path.relative_to(PACKAGE)} holds {found.group(0)!r}: move it to db/"
 
 
 def test_ops_matches_the_database_in_use(vendor: str) -> None:

@@ -344,7 +344,7 @@ def test_an_admission_stamps_its_slot_with_the_time_after_the_queue_lock(clock, 
     the other admitters' rate windows early, and the chaos soak saw 5
     admissions of a 3-per-2 s queue within 1.75 s. The clock is read once the
     lock is held."""
-    from weft_django.engine.queues import flow as queues
+    from weft_django.engine.maintenance import admission as queues
 
     real_lock = queues.lock_queue
 
@@ -377,7 +377,7 @@ def test_a_sweeper_whose_clock_runs_ahead_keeps_the_others_rate_evidence(monkeyp
     it made and admit past the rate (the chaos soak's 4 admissions of a
     3-per-2 s queue in 1.75 s, next to a clock step)."""
     from tests.support import ManualClock
-    from weft_django.engine.queues import flow as queues
+    from weft_django.engine.maintenance import admission as queues
 
     monkeypatch.setattr(queues, "SWEEP_CHANCE", 1.0)  # every admission sweeps
     ahead = ManualClock(clock() + 120_000)

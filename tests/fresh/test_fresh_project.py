@@ -356,7 +356,7 @@ def test_a_new_user_runs_a_workflow(tmp_path: Path, fresh_venv: Path, weft_wheel
     ("extra", "module", "requirement"),
     [
         ("api", "weft_django.api.urls", "rest_framework"),
-        ("metrics", "weft_django.metrics_export", "prometheus_client"),
+        ("metrics", "weft_django.contrib.prometheus", "prometheus_client"),
         ("celery", "weft_django.celery", "celery"),
     ],
 )

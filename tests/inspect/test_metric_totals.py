@@ -21,8 +21,8 @@ from weft_django import client
 from weft_django.conf import get_settings
 from weft_django.contrib import prometheus
 from weft_django.engine import Engine
+from weft_django.inspection.totals import prune_engine_records
 from weft_django.kernel.clock import wall_ms
-from weft_django.metrics.totals import prune_engine_records
 from weft_django.models import TERMINAL_STATUSES, EngineRecord, MetricTotals, WorkflowRun
 from weft_django.ownership.metrics import ClaimMetricsSnapshot, to_prometheus_text
 

@@ -209,13 +209,13 @@ def test_registration_is_idempotent_and_never_queries() -> None:
 
 
 def test_a_clear_import_error_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
-    moved = ("weft_django.contrib.prometheus", "weft_django.metrics_export")
+    moved = ("weft_django.contrib.prometheus",)
     originals = {name: sys.modules[name] for name in moved if name in sys.modules}
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     for name in originals:
         monkeypatch.delitem(sys.modules, name)
     try:
-        for name in moved:  # the new path, and the shim at the old one
+        for name in moved:
             with pytest.raises(ImportError, match=r"weft-django\[metrics\]"):
                 importlib.import_module(name)
         # ready() tolerates it: no collector, no error.

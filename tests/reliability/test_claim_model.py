@@ -59,11 +59,12 @@ from weft_django.conf import get_settings
 from weft_django.errors import EngineDeposedError
 from weft_django.models import ClaimEvent, WorkflowClaim, WorkflowRun
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
-from weft_django.ownership.batch import Update, conditional_batch
+from weft_django.ownership.batch import conditional_batch
 from weft_django.ownership.codec import HolderRecord, decode_holder_row
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.fold import ClaimFold, commit_with_claim_fold, prepare_claim_fold
 from weft_django.ownership.guard import confirm_wake_ownership
+from weft_django.ownership.ops import Update
 from weft_django.ownership.registry import takeover_with_retries
 from weft_django.ownership.transitions import ClaimSnapshot, build_rotation
 from weft_django.warnings import WAKE_KINDS

@@ -52,12 +52,13 @@ from weft_django.models import (
     WorkflowRun,
 )
 from weft_django.ownership import batch as batch_module
-from weft_django.ownership.batch import Update, conditional_batch
+from weft_django.ownership.batch import conditional_batch
 from weft_django.ownership.codec import MAX_EPOCH_EXCLUSIVE, decode_holder_row
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.gates import check_mode_marker
 from weft_django.ownership.guard import confirm_wake_ownership, wake_ownership_check
 from weft_django.ownership.lease import GlobalLeaseManager
+from weft_django.ownership.ops import Update
 from weft_django.ownership.registry import ClaimRegistry
 from weft_django.ownership.transitions import EpochExhaustedError, build_acquire, build_rotation
 from weft_django.warnings import WeftWarning

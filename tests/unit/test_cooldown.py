@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from weft_django.ownership.cooldown import TakeoverCooldown
+from weft_django.ownership.registry import TakeoverCooldown
 
 WINDOW = 5_000
 

@@ -52,8 +52,7 @@ def test_the_kit_imports_without_pytest(monkeypatch: pytest.MonkeyPatch) -> None
     kit = importlib.import_module("weft_django.testing")
     assert kit.FakeClock()() == 1_700_000_000_000
     assert kit.WeftTestMixin and kit.WorkflowTestEnvironment
-    with pytest.raises(ImportError):
-        kit.weft_env  # noqa: B018  (the fixture alone needs pytest)
+    assert not hasattr(kit, "weft_env")  # the fixture lives in pytest_plugin alone
 
 
 @pytest.mark.django_db(transaction=True)

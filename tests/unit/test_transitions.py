@@ -18,7 +18,8 @@ from weft_django.ownership import (
     WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER,
     WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER,
 )
-from weft_django.ownership.batch import (
+from weft_django.ownership.codec import MAX_EPOCH_EXCLUSIVE, HolderRecord
+from weft_django.ownership.ops import (
     ABSENT_HOLDER,
     ClaimCondition,
     Insert,
@@ -26,7 +27,6 @@ from weft_django.ownership.batch import (
     PutClaim,
     RunCondition,
 )
-from weft_django.ownership.codec import MAX_EPOCH_EXCLUSIVE, HolderRecord
 from weft_django.ownership.transitions import (
     ClaimSnapshot,
     EpochExhaustedError,

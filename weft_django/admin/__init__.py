@@ -26,7 +26,8 @@ from .base import ReadOnlyAdmin, ReadOnlyInline, WeftDatabaseMixin
 from .claims import ClaimStateFilter, HolderAdmin
 from .engines import EngineAliveFilter, EngineRecordAdmin
 from .reporting import ActionReport
-from .runs import JournalEntryInline, TimerInline, WorkflowRunAdmin
+from .run_inlines import JournalEntryInline, TimerInline
+from .runs import WorkflowRunAdmin
 from .schedules import ScheduleAdmin
 from .search import ExactSearchMixin
 from .signals import SignalMessageAdmin, SignalStateFilter

@@ -1,4 +1,4 @@
-"""The run changelist's "Replay against current code" action (the deploy gate, issue #20).
+"""The run changelist's "Replay against current code" action (the deploy gate).
 
 Read-only, so it needs only the view permission: the selected runs (any
 status; a terminal run's complete journal is the strictest replay) are

@@ -2,7 +2,7 @@
 traceback, and what the run waits for.
 
 Why a module: the run page must stay the same size whatever the run's
-history (issue #19: a 3,000-step run was 5.9 MB, its journal shown twice).
+history (a 3,000-step run was 5.9 MB, its journal shown twice).
 The journal is shown once, one page at a time (``?journal_page=``); the
 admin's read-only field callables see only the run, so the page number
 asked for rides in a context variable that ``change_view`` sets for the

@@ -1,5 +1,7 @@
-"""Runs: their owner, journal, timers, activity progress and claim history; actions
-through ``client``."""
+"""The run changelist and page: owner, journal, timers, activity progress and claim
+history. Nothing is added, changed or deleted by form; every action goes through
+``client`` (fenced, as the API and the CLI act), and acts on a workflow id's latest
+run only; a bulk action runs in fenced chunks, whatever the selection's size."""
 
 from __future__ import annotations
 
@@ -15,24 +17,18 @@ from django.utils.safestring import SafeString
 
 from weft_django import client
 from weft_django.db.counting import BoundedCountPaginator
-from weft_django.db.distinct import distinct_values
 from weft_django.engine.operations.bulk import BulkAction, BulkLog, run_many_on
 from weft_django.engine.runs.filters import PARAM_KEYS, RunFilter
 from weft_django.errors import InvalidRunFilter, WeftError
 from weft_django.inspection import claim_state, format_age, format_ms
 from weft_django.kernel.clock import wall_ms
-from weft_django.models import (
-    ActivityHeartbeat,
-    JournalEntry,
-    RunSearchAttribute,
-    Timer,
-    WorkflowClaim,
-    WorkflowRun,
-)
+from weft_django.models import RunSearchAttribute, WorkflowClaim, WorkflowRun
 
-from .base import ReadOnlyInline, WeftDatabaseMixin, actor, admin_link, db, json_text, pre_json
+from .base import WeftDatabaseMixin, actor, admin_link, db, pre_json
 from .replay_action import replay_against_current_code
 from .reporting import ActionReport, refusal_reason
+from .run_filters import CancelRequestedFilter, IndexedValuesFilter
+from .run_inlines import ActivityHeartbeatInline, TimerInline
 from .run_page import error_html, journal_html, journal_page, requested_page, waits_html
 from .search import EXACT_SEARCH_HELP, ExactSearchMixin, exact_or_prefix
 from .search_attributes import attribute_filters, attributes_html
@@ -40,103 +36,6 @@ from .timeline import claim_timeline
 
 RunAction = Callable[[str, str], Any]
 """``(workflow_id, actor)``: one client call of an admin action."""
-
-
-class JournalEntryInline(ReadOnlyInline):
-    model = JournalEntry
-    fields = ("position", "kind", "command", "target", "outcome", "engine_id", "epoch", "at")
-    readonly_fields = fields
-    ordering = ("position",)
-    verbose_name_plural = "journal"
-
-    @admin.display(description="result / error")
-    def outcome(self, entry: JournalEntry) -> str:
-        if entry.error is not None:
-            return format_html('<span style="color:#ba2121">{}</span>', json_text(entry.error, 200))
-        return json_text(entry.result, 200)
-
-    @admin.display(description="at")
-    def at(self, entry: JournalEntry) -> str:
-        return format_ms(entry.at_ms)
-
-
-class TimerInline(ReadOnlyInline):
-    model = Timer
-    fields = ("kind", "position", "fire", "due_in", "dispatched", "engine_id", "epoch")
-    readonly_fields = fields
-    ordering = ("fire_at",)
-
-    @admin.display(description="fire at")
-    def fire(self, timer: Timer) -> str:
-        return format_ms(timer.fire_at)
-
-    @admin.display(description="due in")
-    def due_in(self, timer: Timer) -> str:
-        return format_age((timer.fire_at - wall_ms()) / 1000)
-
-    @admin.display(description="dispatched at")
-    def dispatched(self, timer: Timer) -> str:
-        return format_ms(timer.dispatched_at)
-
-
-class ActivityHeartbeatInline(ReadOnlyInline):
-    """The latest heartbeat of each activity command: what the activity reported."""
-
-    model = ActivityHeartbeat
-    fields = ("position", "attempt", "details_pretty", "beat", "engine", "epoch")
-    readonly_fields = fields
-    ordering = ("position",)
-    verbose_name = "activity progress"
-    verbose_name_plural = "Activity progress"
-
-    @admin.display(description="details")
-    def details_pretty(self, beat: ActivityHeartbeat) -> SafeString:
-        return pre_json(beat.details)
-
-    @admin.display(description="beat at")
-    def beat(self, beat: ActivityHeartbeat) -> str:
-        return format_ms(beat.beat_at)
-
-    @admin.display(description="engine")
-    def engine(self, beat: ActivityHeartbeat) -> str:
-        if not beat.engine_id:
-            return "-"
-        return admin_link("admin:weft_enginerecord_change", beat.engine_id, beat.engine_id)
-
-
-class IndexedValuesFilter(admin.AllValuesFieldListFilter):
-    """Django's all-values filter, its values read in index order (``db.distinct``):
-    the stock one's ``SELECT DISTINCT`` read every run on each list page."""
-
-    def __init__(
-        self,
-        field: Any,
-        request: HttpRequest,
-        params: Any,
-        model: Any,
-        model_admin: Any,
-        field_path: str,
-    ) -> None:
-        super().__init__(field, request, params, model, model_admin, field_path)
-        using = model_admin.get_queryset(request).db
-        self.lookup_choices = distinct_values(model, field_path, using)  # type: ignore[assignment]
-
-
-class CancelRequestedFilter(admin.SimpleListFilter):
-    """Runs cleaning up under a cancel with a grace (``cancel_requested_at`` set)."""
-
-    title = "cancel requested"
-    parameter_name = "cancel_requested"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", "yes"), ("no", "no")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> Any:
-        if self.value() == "yes":
-            return queryset.filter(cancel_requested_at__isnull=False)
-        if self.value() == "no":
-            return queryset.filter(cancel_requested_at__isnull=True)
-        return queryset
 
 
 @admin.register(WorkflowRun)
@@ -465,10 +364,4 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
         self._apply_many(request, queryset, "retried", "retry", "retry_runs")
 
 
-__all__ = [
-    "ActivityHeartbeatInline",
-    "CancelRequestedFilter",
-    "JournalEntryInline",
-    "TimerInline",
-    "WorkflowRunAdmin",
-]
+__all__ = ["WorkflowRunAdmin"]

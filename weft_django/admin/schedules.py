@@ -1,4 +1,4 @@
-"""Schedules (issue #16): next fire, last tick, tick counts, recent runs; actions.
+"""Schedules: next fire, last tick, tick counts, recent runs; actions.
 
 Read-only like every weft admin (``base``): the spec is changed through
 ``client.update_schedule`` (or ``WEFT["SCHEDULES"]``), never by a form

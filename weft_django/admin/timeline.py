@@ -1,9 +1,9 @@
 """The claim timeline and the journal timeline of a workflow id (one copy each).
 
-Why one module: the run page and the holder page both show a workflow id's
-claim events; the run page interleaves them with the journal, so a reader
-sees which engine wrote which position under which epoch, and where the
-writer changed hands.
+The run page and the holder page render a workflow id's claim events through the same
+``claim_timeline``, so both show the same rows; the run page interleaves them with the journal,
+so a reader sees which engine wrote which position under which epoch, and where the writer
+changed hands.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def journal_timeline(run: WorkflowRun, page: int = 1) -> str:
 
     Bounded: a page reads at most ``JOURNAL_PAGE_SIZE`` entries and
     ``TIMELINE_LIMIT`` claim events whatever the run's length, so the run
-    page's size and time do not grow with its history (issue #19).
+    page's size and time do not grow with its history.
     """
     journal = run.journal.order_by("position")
     total = journal.count()

@@ -1,13 +1,11 @@
 """The responses every weft operation can answer, added to its OpenAPI entry.
 
-Why here and not on each view: some statuses come from DRF's machinery,
-not from the view -- 405 (a method the route does not serve), 406 (an
-``Accept`` the JSON renderer cannot meet), 400 (a query parameter the view
-or its paginator refuses), 401/403 (authentication and permission) and,
-wherever a body is parsed, 400/413/415 (malformed, over the parser's cap,
-not JSON). Deriving these from the view at schema time keeps the schema
-equal to what the API returns, whatever the project's ``REST_FRAMEWORK``
-settings:
+Some statuses come from DRF's machinery, not from the view -- 405 (a method the route does
+not serve), 406 (an ``Accept`` the JSON renderer cannot meet), 400 (a query parameter the
+view or its paginator refuses), 401/403 (authentication and permission) and, wherever a
+body is parsed, 400/413/415 (malformed, over the parser's cap, not JSON). They are derived
+from the view at schema time, not written on each view, so the schema equals what the API
+returns, whatever the project's ``REST_FRAMEWORK`` settings:
 
 * a refused login is a 401 only when the first authentication class sends
   a ``WWW-Authenticate`` challenge (Basic does; Session does not), else 403;
@@ -15,8 +13,8 @@ settings:
   data -- which parses the body -- so even a POST that takes no body can
   answer 400, 413 or 415 for the body it was sent.
 
-The cookie-session security scheme also says here that unsafe methods need
-the ``X-CSRFToken`` header: a client generated from the schema must know.
+The cookie-session security scheme also says that unsafe methods need the
+``X-CSRFToken`` header: a client generated from the schema must know.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """OpenAPI pieces shared by the views: tags, error responses, parameters.
 
-Why one module: every endpoint documents the same error bodies (400 with
-``errors`` per field, 403, 404, 409, 413) and the same ``run_id`` and
-``token`` parameters; one definition keeps the published schema uniform.
+Every endpoint documents its error bodies (400 with ``errors`` per field, 403, 404, 409,
+413) and the ``run_id`` and ``token`` parameters from these definitions, so the published
+schema describes them one way.
 """
 
 from __future__ import annotations

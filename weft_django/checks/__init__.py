@@ -41,13 +41,7 @@ from django.core import checks
 from weft_django.checks.queues import check_queues
 from weft_django.checks.replay import check_live_runs_replay
 from weft_django.checks.routing import check_routed_activities
-from weft_django.checks.settings import (
-    SUPPORTED_CELERY_POOLS,
-    check_celery_ownership,
-    check_celery_pool,
-    check_database,
-    check_weft_settings,
-)
+from weft_django.checks.settings import check_database, check_weft_settings
 
 checks.register("weft")(check_weft_settings)
 checks.register("weft")(check_queues)
@@ -55,9 +49,6 @@ checks.register("weft")(check_routed_activities)
 checks.register("weft", "weft_replay", deploy=True)(check_live_runs_replay)
 
 __all__ = [
-    "SUPPORTED_CELERY_POOLS",
-    "check_celery_ownership",
-    "check_celery_pool",
     "check_database",
     "check_live_runs_replay",
     "check_queues",

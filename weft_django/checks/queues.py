@@ -1,4 +1,4 @@
-"""System checks of flow control (issue #16): ``weft.E031``, ``weft.E032``.
+"""System checks of flow control: ``weft.E031``, ``weft.E032``.
 
 Why at check time: a ``@workflow(queue="emails")`` whose queue is not in
 ``WEFT["QUEUES"]`` would make every start of it fail at the call; the

@@ -540,7 +540,7 @@ __all__ += [
 ]
 
 
-# Bulk operations by filter (issue #20 part 3): engine.operations.bulk.
+# Bulk operations by filter: engine.operations.bulk.
 def cancel_many(
     filter: RunFilter,
     *,
@@ -635,7 +635,7 @@ __all__ += [
     "retry_many",
 ]
 
-# Schedules (issue #16): engine.schedules.calls.
+# Schedules: engine.schedules.calls.
 from weft_django.engine.schedules import calls as _schedules  # noqa: E402
 from weft_django.engine.schedules.calls import (  # noqa: E402
     create_schedule,

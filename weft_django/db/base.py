@@ -89,6 +89,11 @@ class StoreOps:
     #: (``db.write_statements``): multi-row inserts and updates, and writes
     #: on distinct tables as one statement of data-modifying CTEs.
     supports_coalesced_writes: ClassVar[bool] = False
+    #: Each statement of a transaction can be bounded in time (an atomic
+    #: activity's deadline): ``set_local_statement_timeout``.
+    supports_statement_timeout: ClassVar[bool] = False
+    #: A bulk takeover's claim writes can run as one statement: ``bulk_put_claims``.
+    supports_bulk_claim_update: ClassVar[bool] = False
 
     # -- claim rows ----------------------------------------------------------
     def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:
@@ -244,6 +249,23 @@ class StoreOps:
         for ``limit_ms`` (freeing its row locks); ``False`` when the database
         has no such bound."""
         return False
+
+    def set_local_statement_timeout(self, using: str, limit_ms: int) -> str:
+        """Bound each statement of the current transaction by ``limit_ms`` and
+        return the bound replaced (``supports_statement_timeout`` only)."""
+        raise NotImplementedError(f"{self.vendor} has no statement timeout")
+
+    def restore_statement_timeout(self, using: str, before: str) -> None:
+        raise NotImplementedError(f"{self.vendor} has no statement timeout")
+
+    # -- bulk takeover ---------------------------------------------------------
+    def bulk_put_claims(
+        self, using: str, puts: Sequence[tuple[str, int, int, str | None, int | None, int | None]]
+    ) -> int:
+        """Write each ``(workflow_id, read_epoch, epoch, engine_id, expires_at,
+        claimed_at)`` only at its read epoch, in one statement; returns the rows
+        written (``supports_bulk_claim_update`` only)."""
+        raise NotImplementedError(f"{self.vendor} has no bulk claim update")
 
     # -- capability ----------------------------------------------------------
     def capability_problems(

@@ -6,7 +6,7 @@ workflows. ``boot()`` runs the start-up gates before anything else;
 stale claims and recover their runs, fire due timers, react to wakes, pick
 up pending runs; ``run_until_idle()`` repeats passes and drives every ready
 turn inline (tests, the demo); ``start()`` runs the same work on background
-threads (``engine.loops``); ``dispose()`` releases every claim so a rolling
+threads (``engine.scheduling.loops``); ``dispose()`` releases every claim so a rolling
 restart hands work over without waiting for expiry.
 
 *Where* a found turn runs is the scheduler's business (``scheduler=``, a
@@ -14,10 +14,9 @@ restart hands work over without waiting for expiry.
 the installed wake backends' (``engine.wakes``): the engine names no
 transport.
 
-Why one module of this length: it is the one place that wires an engine's
-parts (registry, presence, maintenance, scheduler, side tasks, cadence) in
-their boot and dispose order; the parts themselves live in their own
-modules. Splitting the wiring would scatter that order.
+The engine wires its parts (registry, presence, maintenance, scheduler, side tasks,
+cadence) in their boot and dispose order, and that order is written down only here; the
+parts themselves live in the engine's wings (``scheduling``, ``maintenance``, ...).
 """
 
 from __future__ import annotations
@@ -34,23 +33,23 @@ from weft_django.conf import OwnershipMode, WeftSettings, get_settings
 from weft_django.engine import records
 from weft_django.engine.activities.executor import ActivityExecutor, ActivityOutcome
 from weft_django.engine.activities.heartbeats import close_heartbeat_thread
-from weft_django.engine.db_connections import mark_engine_thread
+from weft_django.engine.handoff import Handoff
 from weft_django.engine.maintenance.passes import Maintenance
 from weft_django.engine.queues.flow import gate as queue_gate
 from weft_django.engine.replay.cache import WorkflowCache
 from weft_django.engine.schedules.sync import boot_sync
+from weft_django.engine.scheduling.background import BackgroundMode
 from weft_django.engine.scheduling.base import TurnScheduler
 from weft_django.engine.scheduling.cadence import PollCadence, idle_cap_ms
 from weft_django.engine.scheduling.local import LocalScheduler
 from weft_django.engine.scheduling.loops import SideTasks
-from weft_django.engine.scheduling.presence_watch import PresenceWatch, open_presence
+from weft_django.engine.scheduling.presence_watch import PresenceWatch, WatchesPresence
 from weft_django.engine.turn import Turn, TurnAborted
-from weft_django.engine.turn.handoff import Handoff
-from weft_django.engine.wakes import Listening, backends
+from weft_django.engine.wakes import Listening
 from weft_django.errors import EngineDeposedError
+from weft_django.inspection.totals import prune_engine_records
 from weft_django.kernel.clock import Clock, process_clock, wall_ms
 from weft_django.kernel.vocab import WakeKind, WakeTransport
-from weft_django.metrics.totals import prune_engine_records
 from weft_django.models import DRIVABLE_STATUSES, WorkflowRun
 from weft_django.models.querysets import in_backoff
 from weft_django.ownership import presence
@@ -68,7 +67,7 @@ def new_engine_id() -> str:
     return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class Engine:
+class Engine(BackgroundMode, WatchesPresence):
     """One engine: a ``TurnHost`` that drives workflows."""
 
     def __init__(
@@ -219,35 +218,6 @@ class Engine:
         logger.info("engine %s booted (ownership=%s)", self.engine_id, self.ownership)
         return self
 
-    def uses_session_presence(self) -> bool:
-        """Claims, ``SESSION_PRESENCE`` on, PostgreSQL (elsewhere: the TTL path alone)."""
-        return (
-            self.registry is not None
-            and self.settings.session_presence
-            and presence.supported(self.settings.database)
-        )
-
-    def _open_presence(self) -> int | None:
-        if not self.uses_session_presence():
-            return None
-        self.presence, self.presence_watch = open_presence(
-            self.settings, self.engine_id, clock=self.now_ms, on_gone=self.wake
-        )
-        return self.presence.key
-
-    def gone_holders(self, refresh: bool = False) -> frozenset[str]:
-        """Engines whose database session ended (their claims are takeable now);
-        ``refresh``: look again when no watch thread runs (manual mode)."""
-        watch = self.presence_watch
-        if watch is None:
-            return frozenset()
-        if refresh and not watch.running and not self.stopping:
-            try:
-                watch.check()
-            except Exception:
-                logger.warning("presence check failed", exc_info=True)
-        return watch.gone
-
     def _on_lease_lost(self, reason: str) -> None:
         self.halted = True
         self._tasks.stopping.set()
@@ -388,14 +358,8 @@ class Engine:
         if executor is None:
             with self._executor_lock:
                 if self._activity_executor is None:
-                    claim_ttl_ms = self.settings.claim_ttl_ms
-                    self._activity_executor = ActivityExecutor(
-                        self.settings.activity_concurrency,
-                        # An activity's duration is real time: a test's fake
-                        # engine clock must not stop its timeouts.
-                        clock_ms=wall_ms,
-                        metrics=self.metrics,
-                        thread_initializer=lambda: mark_engine_thread(claim_ttl_ms),
+                    self._activity_executor = ActivityExecutor.for_engine(
+                        self.settings, self.metrics
                     )
                 executor = self._activity_executor
         return executor
@@ -420,59 +384,6 @@ class Engine:
                 return busy
             busy += 1
         raise TimeoutError(f"engine {self.engine_id} still busy after {timeout} s")
-
-    # -- background mode ----------------------------------------------------------------
-    def start(self) -> Engine:
-        """Run maintenance on background threads (``BACKGROUND_TASKS="auto"``)."""
-        self.boot()
-        self.scheduler.start()
-        self._tasks.start()
-        if self.presence_watch is not None:
-            self.presence_watch.start()
-        if self.scheduler.listens:
-            self._listening = backends.listen(
-                self.settings.database, self.wake, on_pickup=self.wake_pickup
-            )
-        return self
-
-    def wake(self) -> None:
-        """Run the next maintenance pass now (a wake arrived)."""
-        self._tasks.request(full=True)
-
-    def poll_soon(self) -> None:
-        """The next full pass within ``POLL_INTERVAL`` (a turn left its run
-        parked or running: its timers or re-drive are the pass's to find)."""
-        self._tasks.soon()
-
-    def _next_poll_gap_ms(self, cadence: PollCadence) -> int:
-        """After a full pass: back off only while a wake connection LISTENs and
-        the pass found nothing but pickups, and never past known due work."""
-        allowed = any(listening.connected for listening in self._listening)
-        found = self.maintenance.found_work
-        due = self.maintenance.due_in_ms() if allowed and not found else None
-        return cadence.after_pass(found_work=found, allowed=allowed, due_in_ms=due)
-
-    def wake_pickup(self) -> None:
-        """Run a pickup pass now: a run became pending, or a worker has room.
-
-        Only the pickup: the rest of the pass (retention, timeouts, reclaim,
-        timers, woken and stranded runs) has nothing new to find from it and
-        runs on its own every poll interval."""
-        self._tasks.request(full=False)
-
-    @property
-    def background(self) -> bool:
-        """Turns run on background workers (``start()``)."""
-        return self.scheduler.background
-
-    @property
-    def stopping(self) -> bool:
-        """``dispose()`` began (or the lease was lost): turns stop at their next checkpoint."""
-        return self._tasks.stopping.is_set()
-
-    @property
-    def inflight(self) -> int:
-        return self.scheduler.inflight
 
 
 __all__ = ["ActivityOutcome", "Engine", "new_engine_id"]

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from django.db.models import QuerySet
 
     from weft_django.engine.activities.executor import ActivityExecutor
+    from weft_django.engine.handoff import Handoff
     from weft_django.engine.replay.cache import WorkflowCache
-    from weft_django.engine.turn.handoff import Handoff
     from weft_django.kernel.vocab import WakeKind, WakeTransport
     from weft_django.models import WorkflowRun
 

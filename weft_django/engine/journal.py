@@ -24,7 +24,7 @@ from weft_django.models import (
     Timer,
     WorkflowRun,
 )
-from weft_django.ownership.batch import Delete, Insert, Update, Write
+from weft_django.ownership.ops import Delete, Insert, Update, Write
 
 
 def load_events(run_id: Any, using: str) -> list[Event]:

@@ -1,11 +1,10 @@
 """``EngineRecord`` rows: an engine's boot, heartbeat and stop.
 
-Why here: the record is what every inspection surface (admin, ``weft_status``,
-``/metrics``) reads to tell a live engine from a dead one; its writes are not
-workflow state, so they are not fenced, but they have one shape each.
-Several processes may write one record (a Celery node and its pool
-processes share an engine id): they *add* their counters under the row
-lock (``add_counters``) instead of overwriting them.
+The record is what every inspection surface (admin, ``weft_status``, ``/metrics``) reads to
+tell a live engine from a dead one; its writes are not workflow state, so they are not
+fenced, but each has one shape, written only here. Several processes may write one record
+(a Celery node and its pool processes share an engine id): they *add* their counters under
+the row lock (``add_counters``) instead of overwriting them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Traces with OpenTelemetry (the ``otel`` extra; issue #20 part 2).
+"""Traces with OpenTelemetry (the ``otel`` extra).
 
 The spans (names end with the workflow's or the activity's registered name):
 

@@ -28,7 +28,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from django.core.checks import CheckMessage
 from django.db import transaction
@@ -96,6 +96,17 @@ class DoneWaiter:
         raise NotImplementedError
 
 
+class AsyncDoneWaiter(Protocol):
+    """``DoneWaiter`` for an async caller: it lives on the loop that awaits it
+    and never blocks a thread (``WorkflowHandle.aresult``)."""
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s without blocking the loop; ``True`` when announced."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 class WakeBackend:
     """How a committed wake reaches engines and waiters (base class).
 
@@ -160,6 +171,11 @@ class WakeBackend:
     def done_waiter(self, using: str, run_id: str) -> DoneWaiter | None:
         """Start listening for ``run_id``'s finish (``supports_wait_done``);
         ``None`` when unsupported."""
+        return None
+
+    async def open_async_done_waiter(self, using: str, run_id: str) -> AsyncDoneWaiter | None:
+        """``done_waiter`` for an async caller, opened on the running loop;
+        ``None`` when unsupported or unreachable now (the caller polls)."""
         return None
 
     def check(self) -> list[CheckMessage]:
@@ -256,6 +272,16 @@ class WakeBackends:
         for backend in self.for_alias(using):
             if backend.supports_wait_done:
                 return backend.done_waiter(using, run_id)
+        return None
+
+    async def open_async_done_waiter(self, using: str, run_id: str) -> AsyncDoneWaiter | None:
+        """The first supporting backend's async waiter; ``None`` when none has
+        one now (the caller polls)."""
+        for backend in self.for_alias(using):
+            if backend.supports_wait_done:
+                opened = await backend.open_async_done_waiter(using, run_id)
+                if opened is not None:
+                    return opened
         return None
 
 

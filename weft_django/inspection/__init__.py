@@ -18,8 +18,6 @@ passed (tests with injected clocks pass their own). Nothing runs at import time 
 
 from __future__ import annotations
 
-from weft_django.kernel.clock import wall_ms
-
 from .counters import cluster_counters, engine_counters
 from .format import format_age, format_ms
 from .rules import (
@@ -57,5 +55,4 @@ __all__ = [
     "reset_mode_window_ms",
     "sum_engine_metrics",
     "takeover_grace_ms",
-    "wall_ms",
 ]

@@ -1,9 +1,9 @@
 """The cluster's claim counters as the API's ``metrics/`` serves them (SPEC §5).
 
-Why apart from ``status``: the API's body is shaped for JSON clients (counts
-of engines and claims, the oldest due timer's lag in ms) where
-``ClusterStatus`` is shaped for the probe and the collector; both count with
-the same rules (``querysets``): alive engines, expired claims, due timers.
+The body is shaped for JSON clients (counts of engines and claims, the oldest due timer's lag
+in ms), where ``inspection.status.ClusterStatus`` is shaped for the probe and the collector.
+Both count with the same rules (``models.querysets``: alive engines, held and expired claims;
+``inspection.status``: due timers, runs by status), so the two never disagree on a number.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 from django.db.models import Count, Q
 
 from weft_django.conf import get_settings
+from weft_django.inspection.totals import read_cluster_counters
 from weft_django.kernel.clock import now_ms as clock_now_ms
-from weft_django.metrics.totals import read_cluster_counters
 from weft_django.models import EngineRecord, WorkflowClaim
 from weft_django.models.querysets import (
     alive_engines_q,

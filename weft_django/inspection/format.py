@@ -1,7 +1,7 @@
 """Human text for engine-clock times and durations (admin, ``weft_status``).
 
-Why here: the admin and ``weft_status`` print the same timestamps and ages;
-one formatter keeps them reading alike.
+The admin and ``weft_status`` print the same timestamps and ages through these two
+functions, so the two surfaces read alike.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
-"""The schedules' read model: tick totals and one line per schedule (issue #16).
+"""The schedules' read model: tick totals and one line per schedule.
 
-Why here: ``weft_status``, the Prometheus collector
-(``weft_schedule_ticks_total{outcome}``) and the admin must agree on the
-numbers. They are read from the ``Schedule`` rows, whose tick counters the
-drivers bump inside their fenced steps, so the totals are the cluster's,
+``weft_status``, the Prometheus collector (``weft_schedule_ticks_total{outcome}``) and the
+admin read the same numbers from here. They are read from the ``Schedule`` rows, whose tick
+counters the drivers bump inside their fenced steps, so the totals are the cluster's,
 counted once per tick whichever engine fired it (no per-engine sum that a
 takeover could double). ``outcome`` is the closed set
-``schedule_spec.TICK_OUTCOMES``: a schedule id never becomes a label.
+``kernel.schedule_spec.TICK_OUTCOMES``: a schedule id never becomes a label.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from django.db.models import Count, Min, Model
 from weft_django.conf import get_settings
 from weft_django.db.counting import BoundedCount, bounded_counts, common_value_estimates
 from weft_django.db.distinct import distinct_values
+from weft_django.inspection.totals import read_cluster_counters
 from weft_django.kernel.clock import wall_ms
-from weft_django.metrics.totals import read_cluster_counters
 from weft_django.models import (
     RUN_STATUSES,
     EngineRecord,

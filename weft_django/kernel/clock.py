@@ -1,12 +1,11 @@
 """The one clock: integer milliseconds, and the engine clock as an object.
 
-Why one module: every comparison of the claim protocol (expiry, due timers,
-``start_after``) must use the same time base (SPEC §4.4 "Times are the engine
-clock"). ``wall_ms()`` is the wall clock. ``EngineClock`` is what an engine
-reads; a test injects a fake one. ``now_ms()`` is what code outside an engine
-(the client, the external transitions) reads: the wall clock, unless an
-engine of this process booted with an injected clock, so that client-side
-times compare with that engine's timers and claims.
+Every comparison of the claim protocol (expiry, due timers, ``start_after``) uses the same
+time base (SPEC §4.4 "Times are the engine clock"). ``wall_ms()`` is the wall clock.
+``EngineClock`` is what an engine reads; a test injects a fake one. ``now_ms()`` is what
+code outside an engine (the client, the external transitions) reads: the wall clock, unless
+an engine of this process booted with an injected clock, so that client-side times compare
+with that engine's timers and claims.
 
 This module imports nothing of weft_django, so every layer may use it.
 """

@@ -1,12 +1,10 @@
 """The one duration parser: seconds or ``timedelta`` to integer milliseconds.
 
-Why one module: settings, ``@activity(timeout=)``, ``ctx.sleep``/``ctx.*``
-timeouts and ``client.start(start_after=)`` all take durations, and four
-copies of the parsing had drifted (an infinite ``ctx.sleep`` raised
-``OverflowError`` while an infinite ``start_after`` raised ``ValueError``).
-Here every bad value -- a bool, a non-number, NaN, an infinity, a negative
-(or, where refused, zero) duration -- is a ``ValueError`` or ``TypeError``
-that names the argument and the value.
+Settings, ``@activity(timeout=)``, ``ctx.sleep``/``ctx.*`` timeouts and
+``client.start(start_after=)`` all parse durations here, so a bad value is refused the same
+way wherever it is given: a bool, a non-number, NaN, an infinity, a negative (or, where
+refused, zero) duration is a ``ValueError`` or ``TypeError`` that names the argument and
+the value.
 """
 
 from __future__ import annotations

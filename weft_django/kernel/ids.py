@@ -1,8 +1,7 @@
 """The one grammar of workflow ids and async-activity tokens (SPEC §2).
 
-Why one module: the id grammar was written six times (client, serializers,
-URL converters) and the token grammar twice; a change to one copy would let
-the API accept an id the client refuses. Everything validates through here.
+The client, the serializers and the URL converters all validate through here, so the API
+never accepts an id the client refuses, nor the other way round.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""``WEFT["QUEUES"]``: the flow-control limits, parsed and validated (issue #16).
+"""``WEFT["QUEUES"]``: the flow-control limits, parsed and validated.
 
-Why a module of its own: ``conf`` validates every key; a queue is a small
-nested dict with its own grammar (``"100/m"``), and a malformed one must be
-refused with the value named before anything is admitted under it -- a rate
-misread as "no limit" would let a burst through. Pure: no database, no
-Django import beyond the settings types ``conf`` hands in.
+A queue is a small nested dict with its own grammar (``"100/m"``), and a malformed one is
+refused with the value named before anything is admitted under it -- a rate misread as
+"no limit" would let a burst through. ``conf`` validates the key through this module.
+Pure: no database, no Django import beyond the settings types ``conf`` hands in.
 
 A queue:
 

@@ -1,11 +1,10 @@
-"""What a schedule is, validated, and when it ticks (issue #16, part 1).
+"""What a schedule is, validated, and when it ticks.
 
-Why one module: a schedule is declared three ways (``client.create_schedule``,
-``WEFT["SCHEDULES"]``, the API) and its ticks are computed in three places
-(the driver workflow, ``describe_schedule``, ``backfill_schedule``). One
-parser and one tick function keep them from drifting: a value the client
-refuses is refused by the settings check with the same message, and the
-tick the driver fires is the tick ``describe_schedule`` announced.
+A schedule is declared three ways (``client.create_schedule``, ``WEFT["SCHEDULES"]``, the
+API) and its ticks are computed in three places (the driver workflow,
+``describe_schedule``, ``backfill_schedule``); all of them use this parser and this tick
+function, so a value the client refuses is refused by the settings check with the same
+message, and the tick the driver fires is the tick ``describe_schedule`` announced.
 
 The invariant protected: **a tick is a nominal instant (integer ms) that
 depends only on the spec** -- never on when an engine happened to look --

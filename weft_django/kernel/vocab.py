@@ -1,11 +1,10 @@
 """Closed vocabularies with no other home: wake kinds, wake events, wake
 transports, timer kinds, claim-attempt outcomes, lease-lost reasons.
 
-Why one module with no imports: each of these names a metric label, a
-warning field or a message field, so a copy that drifts silently breaks a
-dashboard or an alert. Statuses of stored rows live on the models as
-``TextChoices`` (``models.RunStatus``); everything else is here, and every
-layer may import it.
+Each of these names a metric label, a warning field or a message field, so a copy that
+drifts silently breaks a dashboard or an alert: every layer imports them from here, and
+this module imports nothing of weft_django. Statuses of stored rows live on the models as
+``TextChoices`` (``models.RunStatus``).
 """
 
 from __future__ import annotations
@@ -35,8 +34,8 @@ WakeTransport = Literal["polling", "notify", "celery", "local"]
 WAKE_TRANSPORTS: Final[tuple[WakeTransport, ...]] = get_args(WakeTransport)
 """How a wake reached the guard (a metric label)."""
 
-TimerKind = Literal["sleep", "timeout", "retry"]
-TIMER_KINDS: Final[tuple[TimerKind, ...]] = get_args(TimerKind)
+TimerKindValue = Literal["sleep", "timeout", "retry"]
+TIMER_KINDS: Final[tuple[TimerKindValue, ...]] = get_args(TimerKindValue)
 
 TIMER_WAKE_KIND: Final[dict[str, WakeKind]] = {
     "sleep": "sleep",
@@ -72,7 +71,7 @@ __all__ = [
     "WAKE_TRANSPORTS",
     "ClaimAttemptOutcome",
     "LeaseLostReason",
-    "TimerKind",
+    "TimerKindValue",
     "WakeEvent",
     "WakeKind",
     "WakeTransport",

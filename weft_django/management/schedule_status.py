@@ -1,4 +1,4 @@
-"""The schedule lines of ``weft_status`` (issue #16), kept out of the command module."""
+"""The schedule lines of ``weft_status``, kept out of the command module."""
 
 from __future__ import annotations
 

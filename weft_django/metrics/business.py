@@ -1,9 +1,8 @@
-"""Per-type business metrics: run ends and activity attempts (issue #19 part 4).
+"""Per-type business metrics: run ends and activity attempts.
 
-Why a module of its own: these four families are labelled by *type names*
-(a workflow's or an activity's registered name), which are code, not
-traffic, but are not a closed tuple known here. The invariant protected:
-**the label values stay bounded**. The engine passes a name only if it is
+These four families are labelled by *type names* (a workflow's or an activity's registered
+name), which are code, not traffic, but are not a closed tuple known here. The invariant
+protected: **the label values stay bounded**. The engine passes a name only if it is
 registered in its process (else ``OTHER``); a name must look like one
 (``valid_type_name``), and a snapshot read back from the database keeps at
 most ``MAX_TYPE_NAMES`` names per family, folding the rest into ``OTHER``.

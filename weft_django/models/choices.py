@@ -1,12 +1,12 @@
 """The state vocabularies of stored rows, as ``TextChoices`` with their groups.
 
-Why here and not in ``vocab``: these are the values of model fields
-(``WorkflowRun.status``, ``ClaimEvent.kind``, ``Timer.kind``,
-``AsyncActivity.status``), so the field's ``choices``, the API's enums, the
-admin's filters, the metric labels and the querysets' ``live()`` /
-``drivable()`` / ``terminal()`` must read one definition. They sit apart from
-``models`` only so that ``querysets`` (which the models' managers use) can
-import them without a cycle; ``weft_django.models`` re-exports every name.
+These are the values of model fields (``WorkflowRun.status``, ``ClaimEvent.kind``,
+``Timer.kind``, ``AsyncActivity.status``), so the field's ``choices``, the API's enums, the
+admin's filters, the metric labels and the querysets' ``live()`` / ``drivable()`` /
+``terminal()`` all read this one definition; closed vocabularies that are no field's
+values live in ``kernel.vocab``. ``querysets`` (which the models' managers use) imports
+these without a cycle because this module imports no model; ``weft_django.models``
+re-exports every name.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ CLAIM_EVENT_KINDS: Final[tuple[ClaimEventKindValue, ...]] = tuple(ClaimEventKind
 
 
 class TimerKind(models.TextChoices):
-    """What a durable timer wakes (``vocab.TimerKind`` is the same set as a ``Literal``)."""
+    """What a durable timer wakes (``vocab.TimerKindValue`` is the same set as a ``Literal``)."""
 
     # A ``ctx.sleep`` that ends.
     SLEEP = "sleep", "sleep"

@@ -1,16 +1,14 @@
 """The one home of the read rules: "latest run", "live", "drivable", "alive",
 "expired", "due" (SPEC §4.4, §4.8).
 
-Why one module: the admin, the API, ``weft_status``, ``/metrics`` and the
-engine each used to write these filters themselves, and the copies drifted
-(an engine "alive" within ``CLAIM_TTL`` in one place and within three renew
-intervals in another; "expired" with and without corrupt holders). Every
-reader now asks a manager (``WorkflowRun.objects.live()``,
-``WorkflowClaim.objects.expired(now, grace_ms)``, ...), so a rule changes in
-one place or not at all.
+The admin, the API, ``weft_status``, ``/metrics`` and the engine all ask a manager
+(``WorkflowRun.objects.live()``, ``WorkflowClaim.objects.expired(now, grace_ms)``, ...)
+instead of writing these filters themselves, so every reader agrees (an engine is "alive"
+by one window, a claim "expired" by one rule) and a rule changes in one place or not at
+all.
 
 Times are integer milliseconds of the engine clock, passed in by the caller
-(the read model judges them against ``clock.now_ms()``); nothing here reads
+(the read model judges them against ``kernel.clock.now_ms()``); nothing here reads
 a clock. Models are reached through ``self.model`` and the app registry, so
 ``models`` can attach these as managers without an import cycle.
 """

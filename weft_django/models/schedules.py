@@ -1,4 +1,4 @@
-"""The ``Schedule`` row (issue #16): a schedule's spec and its tick counters.
+"""The ``Schedule`` row: a schedule's spec and its tick counters.
 
 Why a row of its own and not only the driver workflow's journal: the
 admin, the API and ``describe_schedule`` must read a schedule without

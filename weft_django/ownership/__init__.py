@@ -1,20 +1,19 @@
 """The claim protocol of SPEC §4 — fenced per-workflow ownership.
 
 This package is the protocol and only the protocol. It depends on the
-models, the settings, the vocabulary and the vendor seam ``weft_django.db``
-(where every database-specific statement lives), never on the workflow
+models, the settings, the kernel and the vendor seam ``weft_django.db``
+(where every hand-written statement lives), never on the workflow
 runtime above it: the engine is seen through the small ``OwnershipHost``
 protocol (``host.py``). Read it top to bottom:
 
 ``codec`` (fail-closed decoding) → ``ops`` (conditions and writes, as data)
 → ``transitions`` (pure builders) → ``batch`` (the one executor) →
-``cooldown`` / ``results`` / ``renewal_gate`` → ``registry`` (the claim
-book) → ``fence`` (the one fenced commit) → ``fold`` (acquire with the
+``results`` / ``renewal_gate`` → ``registry`` (the claim book, with its
+takeover cooldown) → ``fence`` (the one fenced commit) → ``fold`` (acquire with the
 enabling write) → ``guard`` (the wake guard) → ``gates`` (start-up) →
-``lease`` (store-wide mode) → ``metrics``.
-
-``fast_sql`` and ``claim_statement`` are import shims for code that used
-them before they moved to ``weft_django.db``.
+``lease`` (store-wide mode) → ``metrics`` (with ``metrics_snapshot``).
+Beside the chain: ``slots`` (queue slots fenced by claim generation),
+``presence`` (an engine's session as its liveness), ``loss`` and ``host``.
 """
 
 from weft_django.conf import WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER

@@ -16,16 +16,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from weft_django.errors import EngineDeposedError
-from weft_django.ownership.batch import (
-    BatchResult,
-    Condition,
-    LeaseCondition,
-    RunCondition,
-    Write,
-    conditional_batch,
-)
+from weft_django.ownership.batch import BatchResult, conditional_batch
 from weft_django.ownership.host import OwnershipHost
 from weft_django.ownership.loss import classify_loss
+from weft_django.ownership.ops import Condition, LeaseCondition, RunCondition, Write
 from weft_django.ownership.results import AcquirePreparation
 from weft_django.ownership.transitions import fence_condition
 from weft_django.warnings import warn_claim_lost

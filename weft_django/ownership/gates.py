@@ -25,16 +25,10 @@ from django.core.exceptions import ImproperlyConfigured
 from weft_django import db as store
 from weft_django.errors import OwnershipModeMismatchError
 from weft_django.models import OwnershipModeMarker
-from weft_django.ownership.batch import (
-    Call,
-    Delete,
-    Insert,
-    RowCondition,
-    UniqueAbsence,
-    conditional_batch,
-)
+from weft_django.ownership.batch import conditional_batch
 from weft_django.ownership.codec import MarkerRecord, decode_marker_row
 from weft_django.ownership.host import OwnershipHost
+from weft_django.ownership.ops import Call, Delete, Insert, RowCondition, UniqueAbsence
 
 FENCING_MODES = ("lease", "workflow-lease")
 MARKER_KEY = "marker"

@@ -17,8 +17,9 @@ from weft_django.errors import EngineLeaseAcquisitionTimeoutError
 from weft_django.kernel.vocab import LeaseLostReason
 from weft_django.models import GlobalLease
 from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
-from weft_django.ownership.batch import LeaseCondition, Update, conditional_batch
+from weft_django.ownership.batch import conditional_batch
 from weft_django.ownership.codec import is_valid_epoch, is_valid_timestamp
+from weft_django.ownership.ops import LeaseCondition, Update
 from weft_django.ownership.transitions import next_epoch
 from weft_django.warnings import warn_lease_lost
 

@@ -1,11 +1,10 @@
 """The conditional batch's vocabulary: conditions and writes, as data.
 
-Why a module of its own: the executor (``batch``) and the vendor fast paths
-it chooses among all speak this vocabulary; keeping it apart from the
-executor means nothing here depends on how a batch is run. A condition
-compares one locked row against the value the caller read (``holds_for``);
-a write applies itself inside the batch's transaction (``apply``). Both are
-frozen: a batch is built once and never changed.
+The executor (``ownership.batch``) and the vendor fast paths it chooses among all speak
+this vocabulary, and nothing here depends on how a batch is run. A condition compares one
+locked row against the value the caller read (``holds_for``); a write applies itself
+inside the batch's transaction (``apply``). Both are frozen: a batch is built once and
+never changed.
 """
 
 from __future__ import annotations

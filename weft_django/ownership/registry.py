@@ -16,11 +16,9 @@ Invariants:
   in its caller's transaction (a batch pickup) is tracked before that
   transaction commits; a renewal that cannot see the acquire yet keeps the
   claim (``pending``), never reports it lost.
-
-Why one module of this length: every transition (acquire, takeover, renew,
-release, adoption after a bulk takeover) reads and writes the same tracked
-holders under one lock; the statements themselves live in
-``ownership.transitions`` and the vendor seam.
+- Every transition (acquire, takeover, renew, release, adoption after a bulk
+  takeover) reads and writes the same tracked holders under one lock; the
+  statements themselves live in ``ownership.transitions`` and the vendor seam.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ from weft_django.ownership.codec import (
     HolderRecord,
     holder_row_absent,
 )
-from weft_django.ownership.cooldown import TakeoverCooldown
 from weft_django.ownership.loss import ClaimLoss, ReportedLosses, classify_losses, report_loss
 from weft_django.ownership.metrics import ClaimMetrics
 from weft_django.ownership.renewal_gate import RenewalGate
@@ -61,6 +58,48 @@ from weft_django.ownership.transitions import (
 )
 
 RenewScope = Literal["held", "engine"]
+
+
+class TakeoverCooldown:
+    """Takeover cooldown (SPEC §4.4): an in-memory anti-thrash window per workflow.
+
+    After this engine is deposed from a workflow it must not immediately take
+    that workflow back (two engines trading a claim every pass). The window is
+    fixed -- one renew interval from the deposition -- not exponential; a second
+    deposition restarts it; at ``now == until`` it is no longer active; a
+    successful acquire or takeover clears it.
+    """
+
+    def __init__(self, window_ms: int) -> None:
+        if isinstance(window_ms, bool) or not isinstance(window_ms, int) or window_ms < 0:
+            raise ValueError(
+                f"cooldown window must be a non-negative integer of ms, got {window_ms!r}"
+            )
+        self.window_ms = window_ms
+        self._until: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def is_active(self, workflow_id: str, now: int) -> bool:
+        with self._lock:
+            until = self._until.get(workflow_id)
+            if until is None:
+                return False
+            if now < until:
+                return True
+            del self._until[workflow_id]
+            return False
+
+    def record_deposition(self, workflow_id: str, now: int) -> None:
+        with self._lock:
+            self._until[workflow_id] = now + self.window_ms
+
+    def clear(self, workflow_id: str) -> None:
+        with self._lock:
+            self._until.pop(workflow_id, None)
+
+    def active_ids(self, now: int) -> list[str]:
+        with self._lock:
+            return [wid for wid, until in self._until.items() if now < until]
 
 
 class ClaimRegistry:
@@ -511,6 +550,7 @@ __all__ = [
     "ReleaseResult",
     "RenewOutcome",
     "RenewScope",
+    "TakeoverCooldown",
     "TakeoverResult",
     "takeover_with_retries",
 ]

@@ -1,4 +1,4 @@
-"""Queue slots are fenced: a slot belongs to one claim generation (issue #16).
+"""Queue slots are fenced: a slot belongs to one claim generation.
 
 The invariant: *a slot counts only while the claim generation that took it
 is still the workflow's current one.* A ``QueueSlot`` row names its
@@ -32,10 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connections
 from django.db.models import Count, Exists, OuterRef
 
 from weft_django.conf import get_settings
+from weft_django.db.portable import copy_live_slots
 from weft_django.kernel.queue_spec import QueueSpec
 from weft_django.models import QueueLock, QueueSlot, WorkflowClaim, WorkflowRun
 
@@ -151,40 +151,7 @@ class CarrySlots:
     at_ms: int
 
     def apply(self, using: str) -> None:
-        if not self.moves:
-            return
-        connection = connections[using]
-        quote = connection.ops.quote_name
-        meta = QueueSlot._meta
-        col = {f.name: quote(f.column or f.attname) for f in meta.concrete_fields}
-        table = quote(meta.db_table)
-        select = (
-            f"SELECT {col['queue']}, {col['workflow_id']}, CAST(%s AS BIGINT), {col['run_id']}, "
-            f"{col['concurrency_key']}, CAST(NULL AS INTEGER), CAST(%s AS BIGINT), %s, %s "
-            f"FROM {table} "
-            f"WHERE {col['workflow_id']} = %s AND {col['epoch']} = %s "
-            f"AND {col['position']} IS NULL AND {col['released']} = %s"
-        )
-        params: list[Any] = []
-        for workflow_id, old, new in self.moves:
-            params += [new, self.at_ms, False, False, workflow_id, old, False]
-        columns = ", ".join(
-            col[n]
-            for n in (
-                "queue",
-                "workflow_id",
-                "epoch",
-                "run_id",
-                "concurrency_key",
-                "position",
-                "admitted_at",
-                "released",
-                "counts_for_rate",
-            )
-        )
-        sql = f"INSERT INTO {table} ({columns}) " + " UNION ALL ".join([select] * len(self.moves))
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+        copy_live_slots(using, self.moves, self.at_ms)
 
 
 def carry_on_takeover(moves: list[tuple[str, int, int]], at_ms: int) -> list[CarrySlots]:

@@ -15,23 +15,12 @@ so a unittest project can import ``WeftTestMixin`` without pytest installed;
 
 from __future__ import annotations
 
-from typing import Any
-
 from weft_django.testing.clock import FakeClock
 from weft_django.testing.environment import WeftTestMixin, WorkflowTestEnvironment
 
 #: pytest loads the fixture module when a project names this package in its
 #: own ``pytest_plugins``; nothing here imports pytest.
 pytest_plugins = ["weft_django.testing.pytest_plugin"]
-
-
-def __getattr__(name: str) -> Any:
-    """``from weft_django.testing import weft_env`` still works, importing pytest only then."""
-    if name == "weft_env":
-        from weft_django.testing.pytest_plugin import weft_env
-
-        return weft_env
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["FakeClock", "WeftTestMixin", "WorkflowTestEnvironment"]

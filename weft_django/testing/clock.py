@@ -1,8 +1,9 @@
 """The engine clock of tests: integer milliseconds that move only when told to.
 
-Why here: the test kit's ``WorkflowTestEnvironment`` and this repository's own
-suite share one fake clock (``tests.support.ManualClock`` is this class), and
-its ``advance`` takes durations through the one parser, ``durations.to_ms``.
+The test kit's ``WorkflowTestEnvironment`` and this repository's own suite share this fake
+clock (``tests.support.ManualClock`` subclasses it), and ``advance`` takes durations
+through the one parser, ``kernel.durations.to_ms``, so a test's durations are read as the
+engine reads them.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ here, as before the split.
 
 from __future__ import annotations
 
+from .claims import ClaimEventSerializer, ClaimSerializer, EngineSerializer
 from .fields import (
     MAX_DURATION_SECONDS,
     JSONArgsField,
@@ -35,9 +36,6 @@ from .requests import (
 from .responses import (
     TOKEN_HASH_PREFIX_LEN,
     ActivityHeartbeatSerializer,
-    ClaimEventSerializer,
-    ClaimSerializer,
-    EngineSerializer,
     JournalEntrySerializer,
     PendingAsyncSerializer,
     WorkflowDetailSerializer,

@@ -1,12 +1,11 @@
-"""Response bodies that are rows: runs, journal entries, heartbeats, claim events,
-claims, engines.
+"""Response bodies that are run rows: runs (summary and detail), journal entries,
+activity heartbeats, pending async activities (claims and engines: ``claims``).
 
-Why ``ModelSerializer`` with ``source=``: each body is a row (plus a few
-values the read model annotates on the queryset: a claim's ``state``, an
-engine's ``alive``), so the serializer reads the instance itself and no view
-builds a dict. Every field is declared, not generated, so the published
-schema says exactly what the API has always said (types, nullability,
-help texts) whatever the model's own field options are.
+Each body is a row (plus the few values ``views.base.detail_response`` sets on a
+detail's instance), read by a ``ModelSerializer`` with ``source=``, so no view
+builds a dict. Every field is declared, not generated: the published schema keeps
+its types, nullability and help texts whatever the model's own field options are.
+An async activity's token is shown only as its hash prefix, never itself.
 """
 
 from __future__ import annotations
@@ -18,17 +17,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from weft_django.engine.runs.waits import WAIT_KINDS
-from weft_django.inspection import CLAIM_STATES, engine_counters
 from weft_django.kernel import ids
 from weft_django.models import (
-    CLAIM_EVENT_KINDS,
     RUN_STATUSES,
     ActivityHeartbeat,
     AsyncActivity,
-    ClaimEvent,
-    EngineRecord,
     JournalEntry,
-    WorkflowClaim,
     WorkflowRun,
 )
 
@@ -43,13 +37,6 @@ class TokenHashPrefixField(serializers.CharField):
 
     def to_representation(self, value: Any) -> str:
         return str(value)[:TOKEN_HASH_PREFIX_LEN]
-
-
-class EngineCountersField(serializers.DictField):
-    """``EngineRecord.metrics`` decoded fail-closed (junk counters read as zero)."""
-
-    def to_representation(self, value: Any) -> dict[str, Any]:
-        return engine_counters(value)
 
 
 class PendingAsyncSerializer(serializers.ModelSerializer):
@@ -294,110 +281,9 @@ class JournalEntrySerializer(serializers.ModelSerializer):
         )
 
 
-class ClaimEventSerializer(serializers.ModelSerializer):
-    id = serializers.IntegerField()
-    workflow_id = serializers.CharField()
-    epoch = serializers.IntegerField()
-    engine_id = serializers.CharField(allow_blank=True)
-    kind = serializers.ChoiceField(choices=list(CLAIM_EVENT_KINDS))
-    at_ms = serializers.IntegerField()
-    reason = serializers.CharField(allow_blank=True)
-    previous_engine_id = serializers.CharField(allow_blank=True)
-    previous_expires_at = serializers.IntegerField(allow_null=True)
-
-    class Meta:
-        model = ClaimEvent
-        fields = (
-            "id",
-            "workflow_id",
-            "epoch",
-            "engine_id",
-            "kind",
-            "at_ms",
-            "reason",
-            "previous_engine_id",
-            "previous_expires_at",
-        )
-
-
-class ClaimSerializer(serializers.ModelSerializer):
-    # ``state`` and ``expires_in_ms`` are annotated by ``WorkflowClaim.objects.with_state``.
-
-    workflow_id = serializers.CharField()
-    epoch = serializers.IntegerField()
-    engine_id = serializers.CharField(allow_null=True)
-    claimed_at = serializers.IntegerField(allow_null=True)
-    expires_at = serializers.IntegerField(allow_null=True)
-    state = serializers.ChoiceField(
-        choices=list(CLAIM_STATES),
-        help_text="released: no holder; expired: past expires_at + takeover grace, or a "
-        "corrupt holder (engines take it over at once).",
-    )
-    expires_in_ms = serializers.IntegerField(
-        allow_null=True, help_text="expires_at minus now (negative once expired)."
-    )
-
-    class Meta:
-        model = WorkflowClaim
-        fields = (
-            "workflow_id",
-            "epoch",
-            "engine_id",
-            "claimed_at",
-            "expires_at",
-            "state",
-            "expires_in_ms",
-        )
-
-
-class EngineSerializer(serializers.ModelSerializer):
-    # ``alive``, ``heartbeat_age_ms`` and ``claims_held`` are annotated by
-    # ``EngineRecord.objects.with_liveness`` and ``with_claims_held``.
-
-    engine_id = serializers.CharField()
-    node_name = serializers.CharField(allow_blank=True)
-    host = serializers.CharField(allow_blank=True)
-    pid = serializers.IntegerField(allow_null=True)
-    mode = serializers.CharField()
-    pool = serializers.CharField(allow_blank=True)
-    transport = serializers.CharField(allow_blank=True)
-    started_at = serializers.IntegerField()
-    heartbeat_at = serializers.IntegerField()
-    stopped_at = serializers.IntegerField(allow_null=True)
-    alive = serializers.BooleanField(
-        help_text="Not stopped, and its heartbeat is younger than 3 × CLAIM_RENEW_INTERVAL "
-        "(as in the admin, weft_status and /metrics)."
-    )
-    heartbeat_age_ms = serializers.IntegerField()
-    claims_held = serializers.IntegerField()
-    metrics = EngineCountersField(child=serializers.JSONField())
-
-    class Meta:
-        model = EngineRecord
-        fields = (
-            "engine_id",
-            "node_name",
-            "host",
-            "pid",
-            "mode",
-            "pool",
-            "transport",
-            "started_at",
-            "heartbeat_at",
-            "stopped_at",
-            "alive",
-            "heartbeat_age_ms",
-            "claims_held",
-            "metrics",
-        )
-
-
 __all__ = [
     "TOKEN_HASH_PREFIX_LEN",
     "ActivityHeartbeatSerializer",
-    "ClaimEventSerializer",
-    "ClaimSerializer",
-    "EngineSerializer",
     "JournalEntrySerializer",
     "PendingAsyncSerializer",
     "WorkflowDetailSerializer",

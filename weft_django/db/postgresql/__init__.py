@@ -1,5 +1,9 @@
-"""PostgreSQL's store operations: the one-statement claim CAS, the joint lock,
-ordered renewals, the server clock and the idle-transaction bound.
+"""Every PostgreSQL-specific statement, behind the vendor seam (``db.base.StoreOps``):
+``PostgreSQLOps`` here, and the statements it delegates to -- the batch pickup
+(``pickup``), the hot claim statements on a server-binding cursor (``prepared``), session and
+transaction bounds (``session``), the one-statement start (``start``), the bulk takeover
+(``takeover``) and coalesced batch writes (``writes``) -- so the rest of weft asks the seam,
+never the vendor.
 
 Lock order: every statement here that locks several rows locks them in
 workflow-id order (claims), then run-id order (runs) -- the global order of
@@ -44,19 +48,18 @@ from weft_django.db.base import (
 )
 from weft_django.db.postgresql import prepared
 from weft_django.db.postgresql.pickup import PickupStatements
+from weft_django.db.postgresql.session import (
+    restore_statement_timeout,
+    set_idle_in_transaction_timeout,
+    set_local_statement_timeout,
+)
+from weft_django.db.postgresql.takeover import ClaimPut, bulk_put_claims
 from weft_django.models import EngineRecord, WorkflowClaim, WorkflowRun
 
 #: Isolation levels under which the conditional batch's lost races stay results.
 PERMITTED_ISOLATION = frozenset({"READ COMMITTED", "READ UNCOMMITTED"})
 
 _HOLDER_COLUMNS = ("engine_id", "expires_at", "claimed_at")
-
-
-def set_idle_in_transaction_timeout(connection: Any, limit_ms: int) -> None:
-    """``SET idle_in_transaction_session_timeout`` on ``connection``'s session:
-    the server ends a session idle inside a transaction longer than this."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SET idle_in_transaction_session_timeout = {int(limit_ms)}")
 
 
 def isolation_name(value: object) -> str:
@@ -74,6 +77,8 @@ class PostgreSQLOps(PickupStatements, StoreOps):
     supports_session_presence: ClassVar[bool] = True
     supports_skip_locked: ClassVar[bool] = True
     supports_coalesced_writes: ClassVar[bool] = True
+    supports_statement_timeout: ClassVar[bool] = True
+    supports_bulk_claim_update: ClassVar[bool] = True
 
     def __init__(self) -> None:
         # Built once per shape: the claim statement is the protocol's hottest one.
@@ -364,6 +369,16 @@ SELECT g.engine_id, g.engine_id IN (SELECT engine_id FROM marked) FROM gone g
     def bound_idle_transactions(self, connection: Any, limit_ms: int) -> bool:
         set_idle_in_transaction_timeout(connection, limit_ms)
         return True
+
+    def set_local_statement_timeout(self, using: str, limit_ms: int) -> str:
+        return set_local_statement_timeout(using, limit_ms)
+
+    def restore_statement_timeout(self, using: str, before: str) -> None:
+        restore_statement_timeout(using, before)
+
+    # -- bulk takeover ---------------------------------------------------------
+    def bulk_put_claims(self, using: str, puts: Sequence[ClaimPut]) -> int:
+        return bulk_put_claims(using, puts)
 
     # -- capability ----------------------------------------------------------
     def capability_problems(

@@ -1,8 +1,7 @@
 """PostgreSQL's batch pickup statements: claims first, then runs, never waiting.
 
-Why a module of its own: the batch pickup is the one place that locks many
-workflows' rows at once, so it is where the global lock order
-(docs/reference/lock-order.md) is easiest to break. The order kept:
+The batch pickup locks many workflows' rows at once, so it must keep the global lock order
+(docs/reference/lock-order.md: claims in workflow-id order, then runs). The order kept:
 
 1. ``lock_pending_claims_skip_locked`` -- ONE statement: the due pending runs
    are read *without* a lock (``cand``), their claim rows are created where
@@ -14,10 +13,9 @@ workflows' rows at once, so it is where the global lock order
    under ``FOR UPDATE SKIP LOCKED`` with the same filters (a run taken or
    changed since step 1 drops out).
 
-Locking the runs first (as this pickup once did) and then inserting a claim
-row waited for another transaction's uncommitted insert of that claim while
-holding its run: the deadlock of the chaos soak's PostgreSQL log with a
-one-at-a-time acquire, which inserts the claim, then locks claim and run.
+Locking the runs first and then inserting a claim row would deadlock with a one-at-a-time
+acquire (which inserts the claim, then locks claim and run): the pickup would wait for
+that uncommitted claim insert while holding the run the acquire waits for.
 """
 
 from __future__ import annotations

@@ -1,0 +1,5 @@
+"""One activity attempt, end to end: the executor and its threads, event loop and watchdog,
+the attempt they share, ``activity_info()`` and durable heartbeats, atomic activities, and
+routed (Celery-queued) ones with their dispatcher registry. This package imports nothing:
+``routed_dispatch`` is imported from a project's ``celery.py`` while settings still load.
+"""

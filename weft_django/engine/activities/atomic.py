@@ -51,6 +51,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.db import DatabaseError, connections, transaction
 
+from weft_django import db as store
 from weft_django.engine.activities.attempt import ActivityOutcome
 from weft_django.engine.activities.info import ActivityInfo, activity_scope, deadline_from_ms
 from weft_django.engine.workflow.definitions import ActivityDefinition
@@ -156,23 +157,16 @@ def _limit_statements(
 ) -> Callable[[], None]:
     """On PostgreSQL, bound each statement of the body by the time left; returns
     the call that lifts the bound again (before the fence)."""
-    connection = connections[db]
-    if deadline is None or connection.vendor != "postgresql":
+    vendor = store.ops(db)
+    if deadline is None or not vendor.supports_statement_timeout:
         return _nothing
     left = deadline - clock_ms()
     if left <= 0:
         raise AtomicTimeout("the atomic activity's deadline passed before it started")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT current_setting('statement_timeout'), "
-            "set_config('statement_timeout', %s, true)",
-            [str(left)],
-        )
-        before = str(cursor.fetchone()[0])
+    before = vendor.set_local_statement_timeout(db, left)
 
     def restore() -> None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('statement_timeout', %s, true)", [before])
+        vendor.restore_statement_timeout(db, before)
 
     return restore
 

@@ -1,10 +1,10 @@
 """One submitted activity attempt: ``Attempt``, its ``ActivityOutcome``, ``AttemptAbandoned``.
 
-Why its own module: the executor (``engine.executor``) and each of its
-parts -- the sync threads (``activity_threads``), the event loop
-(``activity_loop``) and the watchdog (``activity_watchdog``) -- read and
-move the same attempt. It lives below all of them, so none of them imports
-another in a circle; ``engine.executor`` re-exports the three public names.
+The executor (``activities.executor``) and each of its parts -- the sync threads
+(``activities.threads``), the event loop (``activities.loop``) and the watchdog
+(``activities.watchdog``) -- read and move the same attempt. It sits below all of them, so
+none of them imports another in a circle; ``activities.executor`` re-exports the three
+public names.
 
 The invariants it protects:
 

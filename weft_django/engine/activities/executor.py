@@ -1,20 +1,19 @@
 """The activity executor: every attempt of a turn runs at once, within one bound.
 
-Why its own module: a turn submits all its runnable activity attempts
-together and waits on their futures; admitting them under one bound and
-ending each exactly once is this module's job. How they run is its parts':
-plain functions on persistent threads (``activity_threads``), ``async def``
-ones on one event loop (``activity_loop``), their deadlines on one watchdog
-(``activity_watchdog``); the attempt they share is ``activity_attempt``
-(``Attempt``, ``ActivityOutcome`` and ``AttemptAbandoned`` are re-exported
-here, their public home).
+A turn submits all its runnable activity attempts together and waits on their futures; the
+executor admits them under one bound and ends each exactly once. How they run is its
+parts': plain functions on persistent threads (``activities.threads``), ``async def`` ones
+on one event loop (``activities.loop``), their deadlines on one watchdog
+(``activities.watchdog``); the attempt they share is ``activities.attempt``
+(``Attempt``, ``ActivityOutcome`` and ``AttemptAbandoned`` are re-exported here, their
+public home).
 
 The invariants it protects:
 
 * **At most ``concurrency`` attempts run at once** (sync and async
   together); the rest wait FIFO. A stuck attempt must never shrink that
   capacity: an attempt that timed out or was abandoned gives its slot back at
-  once, whether or not its thread has ended (``activity_threads`` starts a
+  once, whether or not its thread has ended (``activities.threads`` starts a
   replacement thread when one is needed).
 * **Each future resolves exactly once**, with an ``ActivityOutcome``: the
   function's value, its exception, a timeout, or ``AttemptAbandoned``. A
@@ -38,6 +37,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from weft_django.conf import WeftSettings
 from weft_django.engine.activities.attempt import (
     ActivityOutcome,
     Attempt,
@@ -48,7 +48,9 @@ from weft_django.engine.activities.info import ActivityInfo, AttemptControl, dea
 from weft_django.engine.activities.loop import ActivityLoop
 from weft_django.engine.activities.threads import SyncThreads
 from weft_django.engine.activities.watchdog import Watchdog
+from weft_django.engine.db_connections import mark_engine_thread
 from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.kernel.clock import wall_ms
 from weft_django.ownership.metrics import ClaimMetrics
 
 __all__ = ["ActivityExecutor", "ActivityOutcome", "Attempt", "AttemptAbandoned"]
@@ -63,6 +65,19 @@ class ActivityExecutor:
     re-read every 50 ms). ``metrics`` receives the abandoned-thread counter.
     ``thread_initializer`` runs first in every worker thread.
     """
+
+    @classmethod
+    def for_engine(cls, settings: WeftSettings, metrics: ClaimMetrics) -> ActivityExecutor:
+        """An engine's executor: ``ACTIVITY_CONCURRENCY`` threads on the wall clock
+        (an activity's duration is real time: a test's fake engine clock must not
+        stop its timeouts), each thread marked as an engine thread."""
+        claim_ttl_ms = settings.claim_ttl_ms
+        return cls(
+            settings.activity_concurrency,
+            clock_ms=wall_ms,
+            metrics=metrics,
+            thread_initializer=lambda: mark_engine_thread(claim_ttl_ms),
+        )
 
     def __init__(
         self,

@@ -38,17 +38,17 @@ from weft_django.engine.activities.info import HeartbeatSink
 from weft_django.engine.db_connections import refresh_connections
 from weft_django.errors import ActivityCancelled, EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, ActivityHeartbeat, WorkflowRun
-from weft_django.ownership.batch import (
+from weft_django.ownership.batch import conditional_batch
+from weft_django.ownership.fence import fence_conditions
+from weft_django.ownership.host import OwnershipHost
+from weft_django.ownership.ops import (
     ClaimCondition,
     Condition,
     Delete,
     Insert,
     LeaseCondition,
     RunCondition,
-    conditional_batch,
 )
-from weft_django.ownership.fence import fence_conditions
-from weft_django.ownership.host import OwnershipHost
 
 __all__ = ["CLAIM_LOST", "close_heartbeat_thread", "heartbeat_sink"]
 

@@ -1,9 +1,9 @@
 """The one event loop thread that awaits an executor's ``async def`` activities.
 
-Why its own module: an async attempt is not a thread but a task on a loop
-the executor owns (``weft-activity-loop``, started on first use); creating
-that task in the right context, cancelling it, and stopping the loop are one
-job, apart from the executor's bound and queue (``engine.executor``).
+An async attempt is not a thread but a task on a loop the executor owns
+(``weft-activity-loop``, started on first use): this module creates that task in the right
+context, cancels it, and stops the loop; the executor's bound and queue are
+``engine.activities.executor``'s.
 
 The invariants it protects:
 

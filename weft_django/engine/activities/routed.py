@@ -60,14 +60,8 @@ from weft_django.errors import PayloadError
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import RoutedAttempt, RoutedStatus, WorkflowRun
 from weft_django.models.choices import LIVE_STATUSES as LIVE_RUN_STATUSES
-from weft_django.ownership.batch import (
-    ClaimCondition,
-    Insert,
-    RowCondition,
-    RunCondition,
-    Update,
-    conditional_batch,
-)
+from weft_django.ownership.batch import conditional_batch
+from weft_django.ownership.ops import ClaimCondition, Insert, RowCondition, RunCondition, Update
 
 logger = logging.getLogger("weft_django.engine")
 

@@ -1,11 +1,10 @@
 """The dispatcher registry of routed activities, and the message they send.
 
-Why apart from ``engine.routing``: a transport installs its dispatcher from
-the project's ``celery.py``, which may be imported while Django's settings
-are still loading -- so this module imports no model (``install(app)``
-"starts nothing and reads no Django setting"). The runtime asks
-``dispatchers.current()`` for the dispatcher when an attempt is sent; it
-never imports a transport (lint-imports "engine-no-interfaces").
+A transport installs its dispatcher from the project's ``celery.py``, which may be imported
+while Django's settings are still loading -- so this module imports no model and
+``engine.activities.routed`` stays out of that import (``install(app)`` "starts nothing and
+reads no Django setting"). The runtime asks ``dispatchers.current()`` for the dispatcher
+when an attempt is sent; it never imports a transport (lint-imports "engine-no-interfaces").
 """
 
 from __future__ import annotations

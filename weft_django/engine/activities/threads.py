@@ -1,16 +1,15 @@
 """The persistent threads that run an executor's plain (sync) activities.
 
-Why its own module: how a sync attempt gets a thread, what that thread does
-with its database connections, and what happens when a thread is stuck in
-an attempt nobody wants any more is one job, apart from the executor's bound
-and queue (``engine.executor``).
+How a sync attempt gets a thread, what that thread does with its database connections, and
+what happens when a thread is stuck in an attempt nobody wants any more; the executor's
+bound and queue are ``engine.activities.executor``'s.
 
 The invariants it protects:
 
 * **One connection per thread, not per activity.** Workers
   (``weft-activity-N``) are persistent: each keeps its Django database
   connections between attempts, closes one that became unusable after an
-  attempt raised (``db_connections.refresh_connections``: with
+  attempt raised (``engine.db_connections.refresh_connections``: with
   ``CONN_MAX_AGE = 0`` a healthy one is kept), and closes them all when it
   exits.
 * **A stuck thread never shrinks the executor's capacity.** A Python thread

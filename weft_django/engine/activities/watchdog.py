@@ -1,10 +1,9 @@
 """The one watchdog thread that times out an executor's attempts.
 
-Why its own module: every attempt of an executor with a ``timeout`` or a
-``heartbeat_timeout`` is watched by one thread (``weft-activity-watchdog``,
-started when the first bounded attempt starts), not one timer thread per
-attempt; when an attempt is due is one rule, ``due``, kept apart from the
-executor's bound and queue (``engine.executor``).
+Every attempt of an executor with a ``timeout`` or a ``heartbeat_timeout`` is watched by
+one thread (``weft-activity-watchdog``, started when the first bounded attempt starts),
+not one timer thread per attempt; when an attempt is due is one rule, ``due``, kept apart
+from the executor's bound and queue (``engine.activities.executor``).
 
 The invariants it protects:
 

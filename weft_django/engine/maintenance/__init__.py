@@ -1,0 +1,9 @@
+"""The maintenance pass: what an engine finds to do besides the turns it is told of.
+
+``passes`` composes the pass; ``reclaim`` takes over runs whose owner is gone,
+``pickup`` and ``admission`` start pending runs (ordinary and queued).
+"""
+
+#: Rows one pass reads or writes per kind of work: bounds a pass's statements
+#: and locks whatever the backlog.
+BATCH = 100

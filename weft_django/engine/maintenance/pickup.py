@@ -36,12 +36,13 @@ from django.utils import timezone
 
 from weft_django import db as store
 from weft_django.engine import signals as weft_signals
+from weft_django.engine.handoff import Handoff, as_committed
 from weft_django.engine.host import TurnHost
-from weft_django.engine.turn.handoff import Handoff, as_committed
+from weft_django.engine.maintenance import BATCH
 from weft_django.models import WorkflowRun
-from weft_django.ownership.batch import RunCondition, Update, is_retryable
-from weft_django.ownership.fold import commit_with_claim_fold
-from weft_django.ownership.ops import Condition, Write
+from weft_django.ownership.batch import is_retryable
+from weft_django.ownership.fold import commit_enabling_write, commit_with_claim_fold
+from weft_django.ownership.ops import Condition, RunCondition, Update, Write
 from weft_django.ownership.results import AcquirePreparation
 from weft_django.ownership.transitions import ClaimSnapshot
 
@@ -197,8 +198,44 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
     return out
 
 
+class PendingPickup:
+    """The pickup half of the maintenance pass: pending runs started under this
+    engine's claim (a ``Maintenance`` mixin), in batches where the database
+    can, else one at a time; queued runs through ``admission``."""
+
+    engine: TurnHost
+
+    def pick_up_what_fits(self, left: bool = False) -> int:
+        """As many pending runs as the scheduler has room for, in one batch
+        (``left``: the queues' admission left runs behind)."""
+        engine = self.engine
+        scheduler = engine.scheduler
+        limit = scheduler.pickup_capacity(BATCH)
+        if limit <= 0:
+            scheduler.pickup_backlog(True)
+            return 0
+        got = pick_up_batch(engine, limit)
+        # A full batch may have left pending runs behind: the scheduler asks
+        # for the next pickup as soon as it has room again.
+        scheduler.pickup_backlog(got.seen >= limit or left)
+        for handoff in got.handoffs():
+            engine.dispatch_handoff(handoff)
+        return len(got.picked) + sum(1 for run in got.single if engine.dispatch_pickup(run))
+
+    def pick_up(self, run: WorkflowRun) -> bool:
+        """pending → running, with the claim's acquire folded into the same batch."""
+        conditions, writes = pickup_parts(self.engine, run)
+        # The claim's acquire (or a takeover of a stale holder an earlier run
+        # left) folds into the same fenced batch as the status change.
+        result = commit_enabling_write(self.engine, run.workflow_id, conditions, writes)
+        if result.committed:
+            announce_started(run)
+        return result.committed
+
+
 __all__ = [
     "BatchPickup",
+    "PendingPickup",
     "announce_started",
     "batch_applies",
     "pending_due",

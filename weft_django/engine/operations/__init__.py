@@ -1,9 +1,8 @@
-"""External transitions (SPEC §2, §4.4, §4.5): any process may commit them.
-
-``stop`` holds the actions that end the current owner's right to a
-workflow (they rotate the claim); ``wake`` the ones that give it more to do
-(they bump ``wake_seq``). Both go through ``_loop``'s read -> check ->
-commit -> retry, and every durable write through the conditional batch.
+"""External transitions (SPEC §2, §4.4, §4.5): writes any process may commit, without
+owning the workflow -- starts, ``signal_with_start``, cancels, stops (they rotate the
+claim, ending the current owner's right to the workflow), waking writes (they bump
+``wake_seq``) and their bulk forms. Each goes through ``_loop``'s read -> check -> commit
+-> retry, and every durable write through the conditional batch.
 """
 
 from __future__ import annotations

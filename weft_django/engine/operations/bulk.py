@@ -1,4 +1,4 @@
-"""Bulk cancel / resume / retry by filter (issue #20 part 3).
+"""Bulk cancel / resume / retry by filter.
 
 Invariant: *interrupting a bulk operation leaves every run either done or
 untouched, and running it again finishes the rest.* The matched runs are

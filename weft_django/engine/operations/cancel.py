@@ -1,4 +1,4 @@
-"""Cancel, immediate or with a grace for cleanup (SPEC §2, §4.4; issue #17 part 3).
+"""Cancel, immediate or with a grace for cleanup (SPEC §2, §4.4).
 
 Why a grace still rotates the claim: the running owner's in-flight step must
 commit nothing once a cancel is asked for, exactly as an immediate cancel

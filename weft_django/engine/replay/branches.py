@@ -1,15 +1,13 @@
 """The tree of one yield: its leaf commands and groups, and how a group is decided.
 
-Why on its own: a body blocks on exactly one node at a time -- a leaf
-command, or a ``ctx.all`` / ``ctx.race`` / ``ctx.map`` whose members are
-leaves or groups, to any depth. Which leaves are open (``eligible``, with a
-group's ``max_concurrency`` counted in command order), when a group is
-decided (``decide``: a race by its first settled member, an all by its
-first failure unless ``return_exceptions``, else by every member) and what
-is cancelled then (``abandon``: the live rest, recursively) follow from the
-tree alone -- never from timing -- so a replay of the same journal decides
-the same way. ``Replay`` feeds events to leaves and asks this module the
-rest.
+A body blocks on exactly one node at a time -- a leaf command, or a ``ctx.all`` /
+``ctx.race`` / ``ctx.map`` whose members are leaves or groups, to any depth. Which leaves
+are open (``eligible``, with a group's ``max_concurrency`` counted in command order), when a
+group is decided (``decide``: a race by its first settled member, an all by its first
+failure unless ``return_exceptions``, else by every member) and what is cancelled then
+(``abandon``: the live rest, recursively) follow from the tree alone -- never from timing
+-- so a replay of the same journal decides the same way. ``Replay`` feeds events to leaves
+and asks this module the rest.
 """
 
 from __future__ import annotations

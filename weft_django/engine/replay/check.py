@@ -1,4 +1,4 @@
-"""Replay live runs against the code in this process: the deploy gate (issue #20).
+"""Replay live runs against the code in this process: the deploy gate.
 
 Why it can exist: the journal lives in the application's own database and
 ``Replay(record=False)`` needs no owner (``client.query`` uses the same path),

@@ -1,4 +1,4 @@
-"""Running a ``ctx.on_update`` handler inside a replay (issue #18, part 3).
+"""Running a ``ctx.on_update`` handler inside a replay.
 
 Why a handler is replayed, not just called: it runs in the owner's turn and
 may be a generator that yields commands, so a takeover mid-update (the owner

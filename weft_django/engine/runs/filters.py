@@ -1,4 +1,4 @@
-"""``RunFilter``: which runs a listing or a bulk operation means (issue #20).
+"""``RunFilter``: which runs a listing or a bulk operation means.
 
 One filter, read the same way by ``client.list_runs``, the API's
 ``GET workflows/``, the admin, the bulk operations (``client.cancel_many``

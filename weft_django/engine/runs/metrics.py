@@ -1,12 +1,11 @@
-"""Recording run ends and activity attempts by type name (issue #19 part 4).
+"""Recording run ends and activity attempts by type name.
 
-Why here: the engine knows which names its process registered, so it is the
-one place a label value is chosen -- a registered workflow or activity
-name, else ``"other"`` -- and the ownership layer's recorder never sees a
-run id or user input. A run that ends in a turn is counted on its engine's
-``ClaimMetrics`` (published at heartbeat); a run an operator stops
-(``operations.stop``, in whatever process) is added to the durable totals
-right after the stop commits. Each run ends once, through one of the two.
+The engine knows which names its process registered, so a label value is chosen here and
+nowhere else -- a registered workflow or activity name, else ``"other"`` -- and the
+ownership layer's recorder never sees a run id or user input. A run that ends in a turn is
+counted on its engine's ``ClaimMetrics`` (published at heartbeat); a run an operator stops
+(``engine.operations.stop``, in whatever process) is added to the durable totals right
+after the stop commits. Each run ends once, through one of the two, so it is counted once.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from weft_django.engine.workflow.definitions import registry
+from weft_django.inspection.totals import add_to_totals
 from weft_django.kernel.clock import wall_ms
 from weft_django.metrics.business import (
     OTHER,
@@ -24,7 +24,6 @@ from weft_django.metrics.business import (
     BusinessMetrics,
     valid_type_name,
 )
-from weft_django.metrics.totals import add_to_totals
 from weft_django.ownership.metrics import ClaimMetrics, ClaimMetricsSnapshot
 
 __all__ = [

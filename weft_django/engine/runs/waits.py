@@ -1,8 +1,9 @@
 """What a run waits for, derived without its owner (admin, API).
 
-Why here and not in ``inspection``: the queue's wait (``queues.waiting_reason``)
-and the open commands (a read-only ``Replay``, as ``client.query`` does) are
-the runtime's; ``inspection`` sits beside the runtime and may not import it.
+It asks the runtime's own rules -- the queue's wait (``engine.queues.flow.waiting_reason``)
+and the open commands of a read-only ``Replay``, as ``client.query`` does -- so what it
+shows is what the owner would do. (``inspection`` may not import the runtime, which
+imports it.)
 
 Invariant: this module only reads. Durable rows say most of it -- the run's
 timers, its pending async activities (the token's hash prefix and the

@@ -1,9 +1,9 @@
-"""Schedules (issue #16): cron/every ticks fired once each by a fenced system workflow.
+"""Schedules: cron/every ticks fired once each by a fenced system workflow.
 
-``spec`` lives in the kernel (``weft_django.kernel.schedule_spec``); here: the
-driver workflow and its step (``driver``, ``ticking``), the client calls
-(``api``) and the boot-time sync of ``WEFT["SCHEDULES"]`` (``sync``).
-Importing this package registers the ``weft.schedule`` workflow.
+The driver workflow and its step (``driver``, ``ticking``), the client calls (``calls``)
+and the boot-time sync of ``WEFT["SCHEDULES"]`` (``sync``); what a schedule is and when it
+ticks is ``weft_django.kernel.schedule_spec``. Importing this package registers the
+``weft.schedule`` workflow.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One step of a schedule's driver: fire what is due, say when to look again.
 
-Why this is the whole of "fire once per tick" (issue #16): ``step`` runs as
+Why this is the whole of "fire once per tick": ``step`` runs as
 the body of an ``@activity(atomic=True)`` of the driver workflow
 (``engine.schedules.driver``), so the runs it starts, the previous run it
 cancels (``cancel_previous``) and the tick counters it bumps on the

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from django.db.models import QuerySet
 
     from weft_django.conf import WeftSettings
+    from weft_django.engine.handoff import Handoff
     from weft_django.engine.host import TurnHost
-    from weft_django.engine.turn.handoff import Handoff
     from weft_django.models import WorkflowRun
     from weft_django.ownership.registry import RenewScope
 

@@ -20,10 +20,10 @@ from typing import Any
 from django.db import connections
 
 from weft_django.engine.db_connections import mark_engine_thread, refresh_connections
+from weft_django.engine.handoff import Handoff
 from weft_django.engine.host import TurnHost
 from weft_django.engine.scheduling.base import TurnScheduler
 from weft_django.engine.turn.failures import record_turn_failure
-from weft_django.engine.turn.handoff import Handoff
 from weft_django.kernel.vocab import WakeKind, WakeTransport
 
 logger = logging.getLogger("weft_django.engine")

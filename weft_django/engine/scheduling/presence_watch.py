@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from weft_django.conf import WeftSettings
 from weft_django.engine.db_connections import mark_engine_thread
-from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
+from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER, presence
 from weft_django.ownership.presence import SessionPresence
 
 logger = logging.getLogger("weft_django.engine")
@@ -117,4 +118,54 @@ def open_presence(
     return presence, watch
 
 
-__all__ = ["WATCH_INTERVAL_MS", "PresenceWatch", "open_presence"]
+class WatchesPresence:
+    """The ``Engine`` methods of session presence: its own session held open,
+    and the watch that tells it when another engine's session ended."""
+
+    settings: WeftSettings
+    engine_id: str
+    registry: Any
+    presence: SessionPresence | None
+    presence_watch: PresenceWatch | None
+
+    def now_ms(self) -> int:
+        raise NotImplementedError
+
+    def wake(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def stopping(self) -> bool:
+        raise NotImplementedError
+
+    def uses_session_presence(self) -> bool:
+        """Claims, ``SESSION_PRESENCE`` on, PostgreSQL (elsewhere: the TTL path alone)."""
+        return (
+            self.registry is not None
+            and self.settings.session_presence
+            and presence.supported(self.settings.database)
+        )
+
+    def _open_presence(self) -> int | None:
+        if not self.uses_session_presence():
+            return None
+        self.presence, self.presence_watch = open_presence(
+            self.settings, self.engine_id, clock=self.now_ms, on_gone=self.wake
+        )
+        return self.presence.key
+
+    def gone_holders(self, refresh: bool = False) -> frozenset[str]:
+        """Engines whose database session ended (their claims are takeable now);
+        ``refresh``: look again when no watch thread runs (manual mode)."""
+        watch = self.presence_watch
+        if watch is None:
+            return frozenset()
+        if refresh and not watch.running and not self.stopping:
+            try:
+                watch.check()
+            except Exception:
+                logger.warning("presence check failed", exc_info=True)
+        return watch.gone
+
+
+__all__ = ["WATCH_INTERVAL_MS", "PresenceWatch", "WatchesPresence", "open_presence"]

@@ -5,18 +5,21 @@ Every durable write of a turn is ONE fenced conditional batch (SPEC §4.2,
 the run's state, its timers -- and, at the end, the terminal state with the
 claim release folded in. No user code runs inside a transaction or while a
 row lock is held: an activity runs first, then its result is committed --
-except an atomic activity (``engine.atomic``), whose body runs inside the
+except an atomic activity (``engine.activities.atomic``), whose body runs inside the
 transaction that commits its result through that same checkpoint. If
 the fence fails the engine was deposed: ``EngineDeposedError`` ends the turn
 and the result in hand is dropped. If the park batch finds that a signal
 arrived since the turn read the run (``wake_seq`` moved), the turn goes round
 again, so a wake can never fall between "nothing to do" and "parked".
 
-The package: ``commit`` (the turn's state and its checkpoint), ``steps``
-(the command class -> step table; ``activity``, ``async_activity``,
-``child``, ``waits``: one kind each), ``park`` (timers of a parked run) and
-``finish`` (the terminal commit, ``continue_as_new``, post-commit effects).
-A turn sees its engine only as a ``TurnHost`` and imports no transport.
+The package holds every step of a turn, all writing through that one checkpoint:
+``commit`` (the turn's state and its checkpoint), ``steps`` (the command class -> step
+table) and a module per kind of step (``activity``, ``async_activity``, ``routed``,
+``child``, ``detached``, ``signal_workflow``, ``waits``, ``update``), the attempts in flight
+(``pending``, ``concurrent``, ``activity_slots``), ``park`` (timers of a parked run),
+``finish`` (the terminal commit, ``continue_as_new``, post-commit effects), ``cancel``,
+``failures``, ``publish`` and ``update_answers``. A turn sees its engine only as a
+``TurnHost`` and imports no transport.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from weft_django.engine.replay.machine import (
 from weft_django.engine.turn.async_activity import void_async_tokens
 from weft_django.engine.turn.cancel import cancel_error, deliver_cancel
 from weft_django.engine.turn.child import cancel_abandoned_children
-from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnState
+from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.concurrent import await_attempts, commit_finished
 from weft_django.engine.turn.finish import continue_as_new, stop
 from weft_django.engine.turn.park import park
@@ -96,7 +99,7 @@ class Turn(TurnState):
             self._note_abandoned()
             if self.replay.cancelled is not None and isinstance(outcome, Finished | Failed):
                 # Cleanup is over: a cancelled run ends cancelled even when the
-                # body swallowed the cancel (issue #17); failed if cleanup raised.
+                # body swallowed the cancel; failed if cleanup raised.
                 if isinstance(outcome, Failed) and outcome.error.get("type") != "WorkflowCancelled":
                     stop(self, "failed", error=outcome.error, release=True)
                     return "failed"
@@ -214,4 +217,4 @@ def _position(leaf: Leaf) -> int:
     return leaf.id
 
 
-__all__ = ["DRIVABLE_STATUSES", "MAX_STEPS", "Turn", "TurnAborted"]
+__all__ = ["MAX_STEPS", "Turn", "TurnAborted"]

@@ -31,13 +31,13 @@ from weft_django.engine.activities.info import (
     idempotency_key,
 )
 from weft_django.engine.journal import RunInbox
-from weft_django.engine.queues.activity_slots import (
+from weft_django.engine.replay.machine import Leaf
+from weft_django.engine.runs.metrics import attempt_outcome, record_attempt
+from weft_django.engine.turn.activity_slots import (
     activity_slot,
     release_activity_slot,
     wait_for_activity_slot,
 )
-from weft_django.engine.replay.machine import Leaf
-from weft_django.engine.runs.metrics import attempt_outcome, record_attempt
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
 from weft_django.engine.turn.routed import expire_routed, start_routed
@@ -47,7 +47,7 @@ from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import ActivityError, ActivityErrorKind, PayloadError
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import Timer
-from weft_django.ownership.batch import Delete, Insert
+from weft_django.ownership.ops import Delete, Insert
 
 
 def run_activity(
@@ -93,7 +93,7 @@ def start_attempt(
     if definition.queue is not None and not activity_slot(turn, leaf.id, definition.queue):
         # No slot of its queue now: ask again in a moment (a retry timer, same attempt).
         return wait_for_activity_slot(turn, leaf.id, number, now)
-    if definition.celery_queue is not None:  # issue #16 part 3: engine.turn.routed
+    if definition.celery_queue is not None:  # engine.turn.routed
         return start_routed(
             turn,
             leaf,

@@ -20,7 +20,7 @@ from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.workflow.commands import StartAsyncActivity
 from weft_django.errors import ActivityError, WorkflowTimeoutError
 from weft_django.models import AsyncActivity, Timer
-from weft_django.ownership.batch import Delete, Insert, Update, Write
+from weft_django.ownership.ops import Delete, Insert, Update, Write
 
 
 def async_activity(

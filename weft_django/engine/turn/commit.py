@@ -27,8 +27,10 @@ from weft_django.engine.turn.publish import rows_for
 from weft_django.engine.turn.update_answers import announce_answers
 from weft_django.errors import EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, Timer, WorkflowRun
-from weft_django.ownership.batch import (
-    BatchResult,
+from weft_django.ownership.batch import BatchResult
+from weft_django.ownership.fence import fenced_commit
+from weft_django.ownership.fold import ClaimFold
+from weft_django.ownership.ops import (
     BulkInsert,
     Condition,
     Delete,
@@ -37,8 +39,6 @@ from weft_django.ownership.batch import (
     Update,
     Write,
 )
-from weft_django.ownership.fence import fenced_commit
-from weft_django.ownership.fold import ClaimFold
 from weft_django.warnings import warn_claim_lost
 
 if TYPE_CHECKING:
@@ -281,4 +281,4 @@ def _writes_timers(write: Write) -> bool:
     return True  # any other kind of write: assume it may
 
 
-__all__ = ["DRIVABLE_STATUSES", "HeldResult", "OnLostRace", "TurnAborted", "TurnState"]
+__all__ = ["HeldResult", "OnLostRace", "TurnAborted", "TurnState"]

@@ -21,9 +21,10 @@ from weft_django.engine.activities.executor import AttemptAbandoned
 from weft_django.engine.journal import RunInbox, load_inbox
 from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.turn.activity import finish_attempt
-from weft_django.engine.turn.commit import DRIVABLE_STATUSES, TurnAborted, TurnState
+from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.park import plan_timers
 from weft_django.errors import EngineDeposedError
+from weft_django.models import DRIVABLE_STATUSES
 
 POLL_CAP_MS = 1000
 """The longest a waiting turn goes without looking at its run row."""

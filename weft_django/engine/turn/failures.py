@@ -42,8 +42,8 @@ from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.finish import stop
 from weft_django.errors import EngineDeposedError
 from weft_django.models import DRIVABLE_STATUSES, WorkflowRun
-from weft_django.ownership.batch import RunCondition, Update
 from weft_django.ownership.fence import fenced_commit
+from weft_django.ownership.ops import RunCondition, Update
 
 logger = logging.getLogger("weft_django.engine")
 

@@ -28,7 +28,7 @@ from weft_django.engine.wakes import Wake, announce
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import PayloadError
 from weft_django.models import Timer, WorkflowRun
-from weft_django.ownership.batch import Delete, Insert, Update, Write
+from weft_django.ownership.ops import Delete, Insert, Update, Write
 
 logger = logging.getLogger("weft_django.engine")
 

@@ -26,7 +26,7 @@ from weft_django.engine.workflow.commands import (
     WaitUntil,
 )
 from weft_django.models import Timer
-from weft_django.ownership.batch import Delete, Insert, RunCondition, Write
+from weft_django.ownership.ops import Delete, Insert, RunCondition, Write
 
 TimerKey = tuple[str, int | None]
 

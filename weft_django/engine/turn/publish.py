@@ -29,7 +29,7 @@ from weft_django.engine.wakes import Wake, announce
 from weft_django.engine.workflow.publish import PUBLISH_KINDS
 from weft_django.kernel.attribute_types import COLUMNS, from_json
 from weft_django.models import RunSearchAttribute, StreamEntry, WorkflowEvent, WorkflowRun
-from weft_django.ownership.batch import BulkInsert, Call, Delete, Insert, Write
+from weft_django.ownership.ops import BulkInsert, Call, Delete, Insert, Write
 
 
 class _Turn(Protocol):

@@ -24,7 +24,7 @@ from weft_django.engine.workflow.definitions import ActivityDefinition
 from weft_django.errors import ActivityError, PayloadError
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import RoutedAttempt, RoutedStatus
-from weft_django.ownership.batch import Update, Write
+from weft_django.ownership.ops import Update, Write
 
 
 def start_routed(

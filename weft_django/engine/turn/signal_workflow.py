@@ -21,7 +21,7 @@ from weft_django.engine.workflow.commands import SignalWorkflow
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import InvalidTransitionError, PayloadError, WorkflowNotFound
 from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, SignalMessage, WorkflowRun
-from weft_django.ownership.batch import Insert, RunCondition, Update
+from weft_django.ownership.ops import Insert, RunCondition, Update
 
 
 def signal_workflow(

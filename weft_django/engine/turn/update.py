@@ -19,7 +19,7 @@ from weft_django.engine.replay.machine import Event
 from weft_django.engine.replay.updates import update_payload
 from weft_django.engine.turn.commit import TurnState
 from weft_django.models import UpdateRequest
-from weft_django.ownership.batch import RowCondition, Update
+from weft_django.ownership.ops import RowCondition, Update
 
 
 def deliver_update(turn: TurnState, inbox: RunInbox) -> bool:

@@ -14,7 +14,7 @@ from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.workflow.commands import Sleep, WaitSignal, WaitUntil
 from weft_django.errors import WorkflowTimeoutError
 from weft_django.models import SignalMessage
-from weft_django.ownership.batch import Condition, RowCondition, Update, Write
+from weft_django.ownership.ops import Condition, RowCondition, Update, Write
 
 
 def wait_signal(

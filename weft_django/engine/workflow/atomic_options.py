@@ -1,9 +1,9 @@
 """What ``@activity(atomic=True)`` refuses at definition time, naming the activity.
 
-Why its own module: the refusals follow from how an atomic step runs
-(``engine.atomic``: in the turn's own transaction, on the turn thread, on
-the weft alias), and ``definitions`` must not import the runtime that
-imports it. A mistake fails at import, not inside a turn.
+The refusals follow from how an atomic step runs (``engine.activities.atomic``: in the
+turn's own transaction, on the turn thread, on the weft alias). ``definitions`` runs them
+when the decorator is applied, without importing that runtime (the ``workflow`` wing sits
+below ``activities``), so a mistake fails at import, not inside a turn.
 """
 
 from __future__ import annotations

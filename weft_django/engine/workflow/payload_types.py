@@ -1,12 +1,11 @@
 """Typed payloads: dataclasses and pydantic models become plain JSON values.
 
-Why on its own: the journal stores JSON, and a workflow body must see the
-same value live and on replay. A dataclass or pydantic model that crosses a
-durable boundary (a workflow's input or result, an activity's result, a
-signal payload, a child's input) is therefore converted to its plain JSON
-value *before* anything is checked, sized or written, by this one function,
-at every boundary (``payload.dumps`` / ``normalize`` and the replay's
-``sandbox.json_copy``). The receiver gets that JSON value -- a ``dict`` --
+The journal stores JSON, and a workflow body must see the same value live and on replay. A
+dataclass or pydantic model that crosses a durable boundary (a workflow's input or result,
+an activity's result, a signal payload, a child's input) is therefore converted to its
+plain JSON value *before* anything is checked, sized or written, by this one function, at
+every boundary (``engine.workflow.payload.dumps`` / ``normalize`` and the replay's
+``engine.replay.sandbox.json_copy``). The receiver gets that JSON value -- a ``dict`` --
 never the instance, and it is the same ``dict`` live and on replay.
 
 The conversion, exactly:

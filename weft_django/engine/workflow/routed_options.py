@@ -1,8 +1,8 @@
 """What ``@activity(celery_queue=...)`` refuses at definition time, naming the value.
 
-Why its own module: ``definitions`` must not import the routing runtime
-(``engine.routing``) nor any transport; and a mistake must fail at import,
-not inside a turn on another machine.
+``definitions`` runs these checks when the decorator is applied, without importing the
+routed runtime (``engine.activities.routed``) or any transport, so a mistake fails at
+import, not inside a turn on another machine.
 
 The invariants behind the refusals:
 

@@ -1,4 +1,4 @@
-"""Sagas: compensations registered after each step, run in reverse (issue #17 part 4).
+"""Sagas: compensations registered after each step, run in reverse.
 
 Why no state of its own: a ``Saga`` is a list the body fills as it runs
 (``saga.add`` right after a step succeeded), so a replay of the body rebuilds

@@ -1,4 +1,4 @@
-"""The subcommands of ``manage.py weft`` (issue #20): one module each.
+"""The subcommands of ``manage.py weft``: one module each.
 
 Why a package beside ``commands/``: Django loads every module of
 ``management/commands`` as a command of its own, and ``weft`` is one command

@@ -1,11 +1,10 @@
 """``weft cancel|retry|resume WORKFLOW_ID`` -- or filter flags instead of the id.
 
-Why one module for three subcommands: they differ only in the client call
-(``client.cancel`` with a ``--reason``, ``client.retry``, ``client.resume``)
-and share the rest: one workflow id acts on its latest run; filter flags
-act on every matching run through ``client.cancel_many`` / ``retry_many`` /
-``resume_many`` (``bulk``). A run whose status does not allow the action is
-refused by the client (``invalid_transition``, exit 4) and nothing is
+The three subcommands differ only in the client call (``client.cancel`` with a ``--reason``,
+``client.retry``, ``client.resume``) and share the rest: one workflow id acts on its latest
+run; filter flags act on every matching run through ``client.cancel_many`` /
+``retry_many`` / ``resume_many`` (the CLI's ``bulk``). A run whose status does not allow
+the action is refused by the client (``invalid_transition``, exit 4) and nothing is
 written.
 """
 

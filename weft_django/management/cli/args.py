@@ -1,11 +1,10 @@
 """The values a person types: JSON options and the run filter flags.
 
-Why here: a bad value must be refused before anything is written, with a
-message naming the option and the value (issue #20). JSON is parsed here;
-the filter flags are only *collected* -- into the mapping
-``RunFilter.from_params`` takes, the same one the API's query string gives
--- so the CLI, the API and the admin read a filter one way
-(``engine.run_filters``), and this module parses no filter value itself.
+A bad value is refused before anything is written, with a message naming the option and
+the value. JSON is parsed here; the filter flags are only *collected* -- into the mapping
+``RunFilter.from_params`` takes, the same one the API's query string gives -- so the CLI,
+the API and the admin read a filter one way (``engine.runs.filters``), and this module
+parses no filter value itself.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """What ``manage.py weft`` prints, and how it fails: text or one JSON document.
 
-Why one module: every subcommand must fail the same way -- a stable error
-``code``, a message naming the value that explains it, and an exit status a
-script can branch on -- and with ``--json`` print exactly one JSON document
-on stdout, success or not. The subcommands return nothing and raise; this
-module maps what they raise (``CliError``, the ``WeftError`` catalogue, a
-``TimeoutError``, the client's ``ValueError``/``TypeError`` for a bad
-argument) to that contract. Human notes and the progress bar go to stderr,
+The contract every subcommand keeps: it fails the same way -- a stable error ``code``, a
+message naming the value that explains it, and an exit status a script can branch on --
+and with ``--json`` prints exactly one JSON document on stdout, success or not. The
+subcommands return nothing and raise; this module maps what they raise (``CliError``, the
+``WeftError`` catalogue, a ``TimeoutError``, the client's ``ValueError``/``TypeError`` for
+a bad argument) to that contract. Human notes and the progress bar go to stderr,
 so stdout stays what a script reads.
 
 Exit statuses (``EXIT_*``): 0 done; 1 the run ended otherwise (``result`` of a

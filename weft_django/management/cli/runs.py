@@ -1,8 +1,8 @@
 """Rows as the CLI shows them: a run's summary, times, and JSON cut for a terminal.
 
-Why one module: ``start``, ``list``, ``show`` and the actions print the same
-fields of a run the same way (ISO 8601 in JSON, a short UTC text in tables),
-so a script that reads one subcommand's JSON can read another's.
+``start``, ``list``, ``show`` and the actions print the same fields of a run the same way
+(ISO 8601 in JSON, a short UTC text in tables), so a script that reads one subcommand's
+JSON can read another's.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``manage.py weft SUBCOMMAND``: start, signal, list, show, cancel, retry, resume, result.
 
 Operate workflows from a shell or a script, through the same client the
-application uses (issue #20). Each subcommand takes `--json` and then
+application uses. Each subcommand takes `--json` and then
 prints exactly one JSON document on stdout -- the answer, or
 `{"error": {"code": ..., "message": ..., ...}}` -- so a script never parses
 prose. Exit statuses: 0 done; 1 the run ended otherwise (`result` of a

@@ -128,7 +128,7 @@ def _register_tasks(app: Celery) -> None:
     @app.task(name=DRIVE_TASK, bind=True, ignore_result=True, shared=False)
     def weft_drive(self: Any, *args: Any, **kwargs: Any) -> dict[str, str]:
         """Drive one turn of ``run_id`` if the wake guard lets it (owner node only)."""
-        from weft_django.transports.celery.pool import run_drive
+        from weft_django.transports.celery.tasks import run_drive
 
         try:
             m = parse_drive(args, kwargs)
@@ -148,7 +148,7 @@ def _register_tasks(app: Celery) -> None:
     @app.task(name=PICKUP_TASK, bind=True, ignore_result=True, shared=False)
     def weft_pickup(self: Any, *args: Any, **kwargs: Any) -> dict[str, str]:
         """Pick up a pending run (claim folded into the write), then drive it."""
-        from weft_django.transports.celery.pool import run_pickup
+        from weft_django.transports.celery.tasks import run_pickup
 
         try:
             m = parse_pickup(args, kwargs)

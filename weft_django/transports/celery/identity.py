@@ -98,7 +98,7 @@ def prepare_node(worker: Any, *, queue: str) -> NodeIdentity:
         import django
 
         django.setup()
-    from weft_django.checks import check_celery_ownership, check_celery_pool
+    from weft_django.transports.celery.node_checks import check_celery_ownership, check_celery_pool
 
     name = pool_name(worker.pool_cls)
     problems = [f"{m.id}: {m.msg}" for m in check_celery_pool(name)]

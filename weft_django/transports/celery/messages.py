@@ -1,10 +1,9 @@
 """The weft Celery messages: task names, what is installed, and sending.
 
-Why one module: ``install(app)`` (any process) and the node runtime (worker
-processes) both send, and neither may import the other's heavy half. Every
-message carries ``expires``: a lost, duplicated or stale message changes
-nothing (polling re-sends what is missing, the wake guard discards what is
-stale), so sending never raises.
+``install(app)`` (any process) and the node runtime (worker processes) both send through
+here, so this module imports neither's heavy half. Every message carries ``expires``: a
+lost, duplicated or stale message changes nothing (polling re-sends what is missing, the
+wake guard discards what is stale), so sending never raises.
 """
 
 from __future__ import annotations

@@ -35,10 +35,10 @@ from django.db.models import (
 from django.db.models.functions import Greatest, Least
 
 from weft_django.kernel.vocab import timer_wake_kind
-from weft_django.models import Timer, WorkflowClaim, WorkflowRun
+from weft_django.models import DRIVABLE_STATUSES, Timer, WorkflowClaim, WorkflowRun
 from weft_django.transports.celery.messages import DriveMessage, send_drive
 from weft_django.transports.celery.redrive import CAP_INTERVALS
-from weft_django.transports.celery.turn_marks import BATCH, DRIVABLE_STATUSES
+from weft_django.transports.celery.turn_marks import BATCH
 
 if TYPE_CHECKING:
     from weft_django.ownership.host import OwnershipHost

@@ -244,7 +244,6 @@ def find_stranded(
 
 
 __all__ = [
-    "DRIVABLE_STATUSES",
     "DrivingRuns",
     "clear_leftover_marks",
     "drop_child_mark",

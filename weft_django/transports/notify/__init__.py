@@ -1,5 +1,11 @@
 """PostgreSQL LISTEN/NOTIFY: millisecond wakes, with polling as the backstop.
 
+The NOTIFY wake transport: ``NotifyBackend`` here, the engine's LISTEN thread on a
+dedicated connection (``listener``), pickup routing (``pickup_route``) and the async
+``weft_done`` wait of ``WorkflowHandle.aresult`` (``aio``). Every wake it sends is also
+found by polling, so a lost NOTIFY only delays work; on other databases the backend is
+unavailable and polling finds the work.
+
 ``NotifyBackend`` is the ``WakeBackend`` for PostgreSQL: ``announce`` hands
 it each wake once the writing transaction committed (a rolled-back start
 wakes nobody), and it sends ``pg_notify`` -- ``weft_wake`` (payload: the
@@ -11,15 +17,14 @@ write that can send it in its own statement (``client.start``) asks
 LISTENing connection must not be shared with queries or closed by request
 cycles) and calls back when anything arrives; a pickup wake runs the
 engine's pickup alone -- at once on the one engine it is routed to, after a
-short delay on the others (``transports.pickup_route``) -- and any other
+short delay on the others (``transports.notify.pickup_route``) -- and any other
 payload its whole maintenance pass.
 
 Callers of ``WorkflowHandle.result()`` share one ``LISTEN weft_done``
 connection per process and database (``_DoneHub``): a waiter registers its
 run id before the caller re-reads the row, so a finish is either seen by
 that read or delivered to the waiter -- and no call pays for a connection
-of its own. On other databases the backend is unavailable and polling finds
-the work.
+of its own.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any, ClassVar
 from django.db import connections, transaction
 
 from weft_django.conf import get_settings
-from weft_django.engine.wakes import DoneWaiter, Listening, Wake, WakeBackend
+from weft_django.engine.wakes import AsyncDoneWaiter, DoneWaiter, Listening, Wake, WakeBackend
 from weft_django.transports.notify.listener import Listener, listen_sql, supported
 from weft_django.transports.notify.pickup_route import ROUTE_MARK, PickupRoute
 
@@ -118,6 +123,11 @@ class NotifyBackend(WakeBackend):
 
     def done_waiter(self, using: str, run_id: str) -> DoneWaiter:
         return _DoneHub.get(using).subscribe(run_id)
+
+    async def open_async_done_waiter(self, using: str, run_id: str) -> AsyncDoneWaiter | None:
+        from weft_django.transports.notify.aio import open_done_waiter
+
+        return await open_done_waiter(using, run_id)
 
 
 class _WakeListener(Listener):

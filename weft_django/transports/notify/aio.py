@@ -10,8 +10,8 @@ Invariant (as the sync hub's): ``subscribe`` returns only while the
 connection LISTENs, so a finish committed after it is delivered. When the
 connection is lost every waiter is set (its caller re-reads the row) and the
 next ``subscribe`` opens a new connection; the connection closes when its
-loop ends (the reader task is cancelled). Registered in ``engine.adone``
-for the ``notify`` backend on import of ``weft_django.transports``.
+loop ends (the reader task is cancelled). Opened through
+``NotifyBackend.open_async_done_waiter``.
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from typing import Any
 
 from django.db import connections
 
-from weft_django.engine import adone
+from weft_django.engine.wakes import AsyncDoneWaiter
 
 logger = logging.getLogger("weft_django.transports")
 
 #: Same channel as ``transports.notify.DONE_CHANNEL`` (payload: the run id).
 DONE_CHANNEL = "weft_done"
 #: The ``WakeBackend.name`` this serves (``transports.notify.NotifyBackend``).
-BACKEND_NAME = "notify"
 
 _HubKey = tuple[int, str, str]
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_HubKey, _AsyncDoneHub]] = (
@@ -136,7 +135,7 @@ async def _hub(using: str) -> _AsyncDoneHub:
         return hub
 
 
-async def open_done_waiter(using: str, run_id: str) -> adone.AsyncDoneWaiter | None:
+async def open_done_waiter(using: str, run_id: str) -> AsyncDoneWaiter | None:
     """An async waiter for ``run_id``'s finish on this loop's shared connection;
     ``None`` when it cannot connect (the caller polls: a wake is only a hint)."""
     try:
@@ -153,7 +152,5 @@ async def aclose_done_hubs() -> None:
     for hub in hubs.values():
         await hub.close()
 
-
-adone.register(BACKEND_NAME, open_done_waiter)
 
 __all__ = ["DONE_CHANNEL", "aclose_done_hubs", "open_done_waiter"]

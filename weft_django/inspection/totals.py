@@ -1,4 +1,4 @@
-"""Folding old ``EngineRecord`` rows into ``MetricTotals`` (issue #19 part 4).
+"""Folding old ``EngineRecord`` rows into ``MetricTotals``.
 
 Why: one record accumulates per engine boot, and every scrape sums them all,
 so scrapes slowed as boots piled up; deleting old records outright would
@@ -18,12 +18,12 @@ seconds), so no heartbeat or ``add_counters`` can race the fold of its row.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 
-from django.db import connections, transaction
+from django.db import transaction
 
+from weft_django.db.portable import read_totals_for_share
 from weft_django.models import EngineRecord, MetricTotals
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 
@@ -42,21 +42,9 @@ PRUNE_BATCH = 500
 
 def _lock_totals_for_read(using: str) -> ClaimMetricsSnapshot:
     """The folded totals, with the row held FOR SHARE on PostgreSQL until commit."""
-    table = MetricTotals._meta.db_table
-    connection = connections[using]
-    suffix = " FOR SHARE" if connection.features.has_select_for_update else ""
-    with connection.cursor() as cursor:
-        quoted = connection.ops.quote_name(table)
-        cursor.execute(f"SELECT metrics FROM {quoted} WHERE id = %s{suffix}", [TOTALS_PK])
-        row = cursor.fetchone()
-    if row is None:
+    raw = read_totals_for_share(using, TOTALS_PK)
+    if raw is None:
         return ClaimMetricsSnapshot()
-    raw = row[0]
-    if isinstance(raw, str):  # SQLite hands JSON back as text on a raw cursor
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return ClaimMetricsSnapshot()
     return ClaimMetricsSnapshot.from_json(raw)
 
 

@@ -1,10 +1,10 @@
 """The exceptions weft-django raises to its callers (SPEC §4.8).
 
-Why this module exists: an error is part of the public contract. The API maps
-each one to an HTTP status and a stable machine-readable ``code``; the admin,
-the CLI and user code match on the class; logs need the values that explain
-what happened (which workflow, who holds it, configured versus stored mode).
-So every error here:
+An error is part of the public contract. The API maps each one to an HTTP
+status and a stable machine-readable ``code``; the admin, the CLI and user code
+match on the class; logs need the values that explain what happened (which
+workflow, who holds it, configured versus stored mode). So every error here
+(each a ``WeftError``, whose machinery is ``errors.base``):
 
 * has a class-level ``code`` (stable, unique, snake_case) and ``http_status``;
 * stores each constructor argument as an attribute of the same name;
@@ -16,22 +16,18 @@ Lost races inside the claim protocol are *not* errors (SPEC §4.9: registry
 methods return result objects); these are raised only at the edges where a
 caller asked for something specific and cannot have it.
 
-Longer than 400 lines: a catalogue of thirty small public classes, read as one.
+Over 400 lines: a catalogue of thirty small public classes, read as one.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
-from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Literal, TypeVar, dataclass_transform
+from typing import Any, Final, Literal
+
+from weft_django.errors.base import WeftError, error_class
 
 AsyncActivityTokenErrorKind = Literal["unknown", "used"]
 ActivityErrorKind = Literal["error", "timeout", "non_retryable"]
-
-
-def _rebuild_error(cls: type[WeftError], fields: dict[str, Any]) -> WeftError:
-    return cls(**fields)
 
 
 def _holder_text(held_by: str | None) -> str:
@@ -49,53 +45,7 @@ def _ms_to_iso(ms: int) -> str:
     return f"{moment.isoformat().replace('+00:00', 'Z')} ({ms} ms)"
 
 
-_E = TypeVar("_E", bound="WeftError")
-
-
-@dataclass_transform(eq_default=False)
-def _error(cls: type[_E]) -> type[_E]:
-    """Make ``cls``'s annotated fields its constructor (a dataclass that keeps
-    exception identity, ``repr`` and hashing) and record them as ``_fields``."""
-    made = dataclass(eq=False, repr=False)(cls)
-    made._fields = tuple(f.name for f in dataclasses.fields(made))  # type: ignore[arg-type]
-    return made
-
-
-class WeftError(Exception):
-    """Base class of every weft-django error (never raised itself).
-
-    A subclass declares its fields as annotations and its sentence in
-    ``_message()``; ``@_error`` generates the constructor.
-    """
-
-    code: ClassVar[str] = "weft_error"
-    http_status: ClassVar[int] = 500
-    _fields: ClassVar[tuple[str, ...]] = ()
-    # as_dict() key for a field whose name clashes with "code" or "message".
-    _dict_keys: ClassVar[dict[str, str]] = {}
-
-    def __post_init__(self) -> None:
-        super().__init__(self._message())
-
-    def _message(self) -> str:
-        raise NotImplementedError
-
-    def fields(self) -> dict[str, Any]:
-        """The constructor fields by name."""
-        return {name: getattr(self, name) for name in self._fields}
-
-    def as_dict(self) -> dict[str, Any]:
-        """``{"code", "message", **fields}`` -- the API's error body."""
-        body: dict[str, Any] = {"code": self.code, "message": str(self)}
-        for name, value in self.fields().items():
-            body[self._dict_keys.get(name, name)] = value
-        return body
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_error, (type(self), self.fields()))
-
-
-@_error
+@error_class
 class WorkflowClaimUnavailableError(WeftError):
     """Another engine holds a live, unexpired claim on the workflow."""
 
@@ -112,7 +62,7 @@ class WorkflowClaimUnavailableError(WeftError):
         )
 
 
-@_error
+@error_class
 class OwnershipModeMismatchError(WeftError):
     """This engine's configured ownership mode disagrees with the store's marker."""
 
@@ -132,7 +82,7 @@ class OwnershipModeMismatchError(WeftError):
         )
 
 
-@_error
+@error_class
 class EngineDeposedError(WeftError):
     """A fenced write lost its precondition: another engine owns the work now (internal)."""
 
@@ -155,7 +105,7 @@ class EngineDeposedError(WeftError):
         )
 
 
-@_error
+@error_class
 class EngineLeaseAcquisitionTimeoutError(WeftError):
     """A standby engine waited ``LEASE_WAIT_TIMEOUT`` without getting the global lease."""
 
@@ -172,7 +122,7 @@ class EngineLeaseAcquisitionTimeoutError(WeftError):
         )
 
 
-@_error
+@error_class
 class EngineLeaseCorruptedError(WeftError):
     """The global lease rows cannot be decoded and so cannot be used safely."""
 
@@ -187,7 +137,7 @@ class EngineLeaseCorruptedError(WeftError):
         )
 
 
-@_error
+@error_class
 class WorkflowNotFound(WeftError):
     """No run exists for the workflow id."""
 
@@ -199,7 +149,7 @@ class WorkflowNotFound(WeftError):
         return f'No workflow with id "{self.workflow_id}" exists.'
 
 
-@_error
+@error_class
 class UnknownWorkflowType(WeftError):
     """No ``@workflow`` is registered under the name."""
 
@@ -214,7 +164,7 @@ class UnknownWorkflowType(WeftError):
         )
 
 
-@_error
+@error_class
 class WorkflowAlreadyRunning(WeftError):
     """A live (non-terminal) run already exists for the workflow id."""
 
@@ -228,7 +178,7 @@ class WorkflowAlreadyRunning(WeftError):
         return f'Workflow "{self.workflow_id}" already has a live run{run}.'
 
 
-@_error
+@error_class
 class IdempotencyConflictError(WeftError):
     """An idempotency key was reused for a different workflow name."""
 
@@ -245,7 +195,7 @@ class IdempotencyConflictError(WeftError):
         )
 
 
-@_error
+@error_class
 class InvalidTransitionError(WeftError):
     """The action does not fit the run's current status; nothing was written."""
 
@@ -261,7 +211,7 @@ class InvalidTransitionError(WeftError):
         )
 
 
-@_error
+@error_class
 class AsyncActivityTokenError(WeftError):
     """An async-activity completion named an unknown or already-used token."""
 
@@ -279,7 +229,7 @@ class AsyncActivityTokenError(WeftError):
         return "This async-activity token is unknown (never issued, or purged)."
 
 
-@_error
+@error_class
 class NonDeterminismError(WeftError):
     """Replay produced a different command than the journal recorded at a position."""
 
@@ -299,7 +249,7 @@ class NonDeterminismError(WeftError):
         )
 
 
-@_error
+@error_class
 class ActivityError(WeftError):
     """An activity failed for good (retries exhausted, timed out, or non-retryable).
 
@@ -325,7 +275,7 @@ class ActivityError(WeftError):
         )
 
 
-@_error
+@error_class
 class ChildWorkflowError(WeftError):
     """A child workflow ended without a result (failed, cancelled or timed out)."""
 
@@ -339,7 +289,7 @@ class ChildWorkflowError(WeftError):
         return f'Child workflow "{self.workflow_id}" ended {self.status}: {self.error!r}'
 
 
-@_error
+@error_class
 class WorkflowTimeoutError(WeftError):
     """Raised inside a workflow when one of its waits times out."""
 
@@ -352,7 +302,7 @@ class WorkflowTimeoutError(WeftError):
         return f'Workflow "{self.workflow_id}" timed out waiting for {self.what}.'
 
 
-@_error
+@error_class
 class WorkflowFailedError(WeftError):
     """The run ended failed, cancelled or timed out; carries the recorded error dict."""
 
@@ -366,7 +316,7 @@ class WorkflowFailedError(WeftError):
         return f'Workflow "{self.workflow_id}" ended {self.status}: {self.error!r}'
 
 
-@_error
+@error_class
 class NotLocallyOwned(WeftError):
     """An engine-level local call for a run this engine does not own."""
 
@@ -383,7 +333,7 @@ class NotLocallyOwned(WeftError):
         )
 
 
-@_error
+@error_class
 class PayloadError(WeftError, TypeError, ValueError):
     """A JSON payload (input, result, signal, API body) was rejected.
 
@@ -403,7 +353,7 @@ class PayloadError(WeftError, TypeError, ValueError):
         return f"Invalid {self.what}: {self.reason}"
 
 
-@_error
+@error_class
 class ActivityCancelled(WeftError):
     """Raised inside an activity by ``heartbeat()``: its attempt must stop.
 
@@ -424,7 +374,7 @@ class ActivityCancelled(WeftError):
         )
 
 
-@_error
+@error_class
 class StaleFenceError(WeftError):
     """``fenced_update(..., on_stale="raise")`` was refused: a newer owner wrote the row."""
 
@@ -445,7 +395,7 @@ class StaleFenceError(WeftError):
         )
 
 
-@_error
+@error_class
 class WorkflowCancelled(WeftError):
     """Thrown into a workflow at its current wait when a cancel with a grace reaches it.
 
@@ -463,7 +413,7 @@ class WorkflowCancelled(WeftError):
         return f'Workflow "{self.workflow_id}" was cancelled: {self.reason or "no reason given"}'
 
 
-@_error
+@error_class
 class SagaCompensationError(WeftError):
     """At least one compensation of ``saga.compensate()`` failed for good.
 
@@ -486,9 +436,9 @@ class SagaCompensationError(WeftError):
         )
 
 
-@_error
+@error_class
 class ScheduleNotFound(WeftError):
-    """No schedule has this id (issue #16)."""
+    """No schedule has this id."""
 
     code = "schedule_not_found"
     http_status = 404
@@ -498,9 +448,9 @@ class ScheduleNotFound(WeftError):
         return f'No schedule with id "{self.schedule_id}" exists.'
 
 
-@_error
+@error_class
 class ScheduleAlreadyExists(WeftError):
-    """``create_schedule`` with an id that is taken (issue #16)."""
+    """``create_schedule`` with an id that is taken."""
 
     code = "schedule_already_exists"
     http_status = 409
@@ -513,7 +463,7 @@ class ScheduleAlreadyExists(WeftError):
         )
 
 
-@_error
+@error_class
 class UpdateRejected(WeftError):
     """An update's validator raised: nothing was recorded (no request, no journal entry)."""
 
@@ -527,7 +477,7 @@ class UpdateRejected(WeftError):
         return f'Update "{self.name}" of workflow "{self.workflow_id}" was rejected: {self.reason}'
 
 
-@_error
+@error_class
 class UnknownUpdate(WeftError):
     """The workflow registered no ``ctx.on_update`` handler of that name."""
 
@@ -545,7 +495,7 @@ class UnknownUpdate(WeftError):
         )
 
 
-@_error
+@error_class
 class UnknownQuery(WeftError, LookupError):
     """The workflow registered no ``ctx.on_query`` handler of that name (also a
     ``LookupError``, what ``client.query`` raised for it before)."""
@@ -564,7 +514,7 @@ class UnknownQuery(WeftError, LookupError):
         )
 
 
-@_error
+@error_class
 class WorkflowFinishedError(WeftError):
     """A wait that only the run could satisfy, on a run that already ended."""
 
@@ -581,7 +531,7 @@ class WorkflowFinishedError(WeftError):
         )
 
 
-@_error
+@error_class
 class InvalidRunFilter(WeftError, ValueError):
     """A run filter (``RunFilter``: ``list_runs``, the API, the admin, bulk
     operations) named an unknown key or attribute, or a value of the wrong
@@ -598,7 +548,7 @@ class InvalidRunFilter(WeftError, ValueError):
         return f"Invalid run filter {self.key}={self.value!r:.200}: {self.reason}"
 
 
-@_error
+@error_class
 class InvalidArgumentError(WeftError, TypeError, ValueError):
     """A client call's argument (a workflow id, a signal, update or query name,
     an idempotency key, a duration, a queue field) has the wrong type or value.
@@ -617,37 +567,10 @@ class InvalidArgumentError(WeftError, TypeError, ValueError):
         return self.reason
 
 
-ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = (
-    WorkflowClaimUnavailableError,
-    OwnershipModeMismatchError,
-    EngineDeposedError,
-    EngineLeaseAcquisitionTimeoutError,
-    EngineLeaseCorruptedError,
-    WorkflowNotFound,
-    UnknownWorkflowType,
-    WorkflowAlreadyRunning,
-    IdempotencyConflictError,
-    InvalidTransitionError,
-    AsyncActivityTokenError,
-    NonDeterminismError,
-    ActivityError,
-    ChildWorkflowError,
-    WorkflowTimeoutError,
-    WorkflowFailedError,
-    NotLocallyOwned,
-    PayloadError,
-    ActivityCancelled,
-    StaleFenceError,
-    WorkflowCancelled,
-    SagaCompensationError,
-    ScheduleNotFound,
-    ScheduleAlreadyExists,
-    UpdateRejected,
-    UnknownUpdate,
-    WorkflowFinishedError,
-    InvalidRunFilter,
-    UnknownQuery,
-    InvalidArgumentError,
+ERROR_CLASSES: Final[tuple[type[WeftError], ...]] = tuple(
+    value
+    for value in list(globals().values())
+    if isinstance(value, type) and issubclass(value, WeftError) and value is not WeftError
 )
 """Every concrete error class (the abstract base ``WeftError`` is not listed)."""
 

@@ -1,4 +1,4 @@
-"""Activity-level limits: ``@activity(queue="stripe")`` (issue #16).
+"""Activity-level limits: ``@activity(queue="stripe")``.
 
 The invariant is the queues' own (``ownership.slots``): at most
 ``concurrency`` slots of a queue live at once and at most ``rate``
@@ -21,8 +21,8 @@ from django.db import transaction
 
 from weft_django.engine.turn.commit import TurnState
 from weft_django.models import QueueSlot, Timer
-from weft_django.ownership.batch import Delete, Insert, Update, Write
 from weft_django.ownership.fence import fenced_commit
+from weft_django.ownership.ops import Delete, Insert, Update, Write
 from weft_django.ownership.slots import lock_queue, usage
 
 #: How soon an attempt that found its queue full asks again (engine clock, ms).
