@@ -74,10 +74,6 @@ DEFAULTS: dict[str, Any] = {
     "SEARCH_ATTRIBUTES": {},
 }
 
-#: The top-level setting ``PROMETHEUS_COLLECTOR`` replaced; honoured when the
-#: ``WEFT`` key is unset (deprecated: ``weft.W001``).
-LEGACY_PROMETHEUS_SETTING: Final = "WEFT_PROMETHEUS_COLLECTOR"
-
 #: One stable system-check id per kind of problem (SPEC §3).
 CHECK_IDS: Final[dict[str, str]] = {
     "unknown-ownership": "weft.E001",
@@ -246,14 +242,6 @@ def duration_ms(key: str, value: object) -> int:
     return ms
 
 
-def legacy_prometheus_collector() -> bool | None:
-    """``settings.WEFT_PROMETHEUS_COLLECTOR`` as a bool, ``None`` when unset."""
-    from django.conf import settings as django_settings
-
-    value = getattr(django_settings, LEGACY_PROMETHEUS_SETTING, None)
-    return None if value is None else bool(value)
-
-
 def _dotted_paths(value: object) -> bool:
     return isinstance(value, list | tuple) and all(isinstance(p, str) and p for p in value)
 
@@ -415,8 +403,6 @@ def build_settings(user: dict[str, Any]) -> tuple[WeftSettings, list[SettingsPro
             )
         )
         collector = None
-    if collector is None:
-        collector = legacy_prometheus_collector()
 
     def bounded_int(key: str, minimum: int, check: str, meaning: str) -> int:
         """``merged[key]`` if an integer of at least ``minimum``, else its default
@@ -598,7 +584,7 @@ def evaluate_settings() -> tuple[WeftSettings, list[SettingsProblem]]:
 
 
 def _on_setting_changed(*, setting: str, **_: Any) -> None:
-    if setting in ("WEFT", LEGACY_PROMETHEUS_SETTING):
+    if setting == "WEFT":
         _holder.reset()
 
 
@@ -607,7 +593,6 @@ setting_changed.connect(_on_setting_changed, dispatch_uid="weft_django.conf.relo
 __all__ = [
     "CHECK_IDS",
     "DEFAULTS",
-    "LEGACY_PROMETHEUS_SETTING",
     "OWNERSHIP_MODES",
     "WORKFLOW_CLAIM_TTL_SAFETY_MULTIPLIER",
     "WeftSettings",
@@ -615,7 +600,6 @@ __all__ = [
     "duration_ms",
     "evaluate_settings",
     "get_settings",
-    "legacy_prometheus_collector",
     "mark_process_transport",
     "process_transport",
     "settings_problems",
