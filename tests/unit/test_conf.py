@@ -224,6 +224,15 @@ def test_each_kind_of_bad_value_has_its_own_id_naming_the_key(
     assert key in problems[0].message
 
 
+def test_problems_come_in_key_order_then_the_cross_key_rules() -> None:
+    assert _ids(RETENTION="forever", CLAIM_TTL=10, OWNERSHIP="shared", NOPE=1) == [
+        "weft.E007",  # an unknown key first
+        "weft.E001",  # OWNERSHIP
+        "weft.E002",  # RETENTION
+        "weft.E004",  # CLAIM_TTL against CLAIM_RENEW_INTERVAL
+    ]
+
+
 def test_check_ids_are_one_per_problem() -> None:
     assert len(set(CHECK_IDS.values())) == len(CHECK_IDS)
 
