@@ -39,7 +39,7 @@ class WeftConfig(AppConfig):
         """Register the cluster collector with prometheus_client's default registry.
 
         Only with the ``metrics`` extra installed and the project opted in
-        (``WEFT_PROMETHEUS_COLLECTOR``, default: ``django_prometheus`` is
+        (``WEFT["PROMETHEUS_COLLECTOR"]``, default: ``django_prometheus`` is
         installed), so a project without Prometheus imports nothing of it.
         Idempotent: ``ready()`` may run more than once in tests.
         """

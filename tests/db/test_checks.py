@@ -98,14 +98,6 @@ def test_a_weft_setting_that_is_not_a_dict_is_e016() -> None:
         assert "weft.E016" in _ids(check_weft_settings())
 
 
-def test_the_deprecated_top_level_prometheus_setting_is_a_warning() -> None:
-    with override_settings(WEFT_PROMETHEUS_COLLECTOR=True):
-        messages = check_weft_settings()
-    assert _ids(messages) == ["weft.W001"]
-    assert isinstance(messages[0], checks.Warning)
-    assert 'WEFT["PROMETHEUS_COLLECTOR"]' in messages[0].hint
-
-
 @pytest.mark.parametrize("mode", [None, "", "DEFERRED", "deferred"])
 def test_sqlite_without_immediate_transactions_is_e010(mode) -> None:
     options = {} if mode is None else {"transaction_mode": mode}

@@ -224,6 +224,15 @@ def test_each_kind_of_bad_value_has_its_own_id_naming_the_key(
     assert key in problems[0].message
 
 
+def test_problems_come_in_key_order_then_the_cross_key_rules() -> None:
+    assert _ids(RETENTION="forever", CLAIM_TTL=10, OWNERSHIP="shared", NOPE=1) == [
+        "weft.E007",  # an unknown key first
+        "weft.E001",  # OWNERSHIP
+        "weft.E002",  # RETENTION
+        "weft.E004",  # CLAIM_TTL against CLAIM_RENEW_INTERVAL
+    ]
+
+
 def test_check_ids_are_one_per_problem() -> None:
     assert len(set(CHECK_IDS.values())) == len(CHECK_IDS)
 
@@ -243,16 +252,13 @@ def test_wake_backends_default_and_value() -> None:
     assert build_settings({"WAKE_BACKENDS": []})[0].wake_backends == ()
 
 
-def test_prometheus_collector_inside_weft_wins_over_the_deprecated_top_level() -> None:
+def test_prometheus_collector_is_read_from_weft_only() -> None:
     assert build_settings({})[0].prometheus_collector is None
     assert build_settings({"PROMETHEUS_COLLECTOR": True})[0].prometheus_collector is True
-    with override_settings(WEFT_PROMETHEUS_COLLECTOR=False):
-        assert build_settings({})[0].prometheus_collector is False
-        assert build_settings({"PROMETHEUS_COLLECTOR": True})[0].prometheus_collector is True
-        with override_settings(WEFT={}):
-            assert get_settings().prometheus_collector is False
-    with override_settings(WEFT_PROMETHEUS_COLLECTOR=1):
-        assert get_settings().prometheus_collector is True
+    assert build_settings({"PROMETHEUS_COLLECTOR": False})[0].prometheus_collector is False
+    # The removed top-level WEFT_PROMETHEUS_COLLECTOR is not read.
+    with override_settings(WEFT_PROMETHEUS_COLLECTOR=False, WEFT={}):
+        assert get_settings().prometheus_collector is None
 
 
 def test_the_dataclass_defaults_are_the_defaults_table() -> None:

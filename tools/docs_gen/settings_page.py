@@ -75,7 +75,7 @@ def render_settings() -> str:
         ```
 
         Problems are reported by system checks with stable ids, one per
-        problem (`weft.E001` … `weft.E026`, `weft.W001`), and raised as
+        problem (`weft.E001` … `weft.E026`), and raised as
         `ImproperlyConfigured` when an engine or the client first reads the
         settings; README's "Settings" section lists the
         rules, and [Tuning CLAIM_TTL](../howto/claim-ttl.md) explains the
@@ -83,16 +83,4 @@ def render_settings() -> str:
         """,
         "## Keys\n",
         table(("key", "default", "accepts", "meaning"), rows),
-        "## Other Django settings read by weft-django\n",
-        table(
-            ("setting", "default", "meaning"),
-            [
-                (
-                    "`WEFT_PROMETHEUS_COLLECTOR`",
-                    "unset",
-                    'deprecated (`weft.W001`): use `WEFT["PROMETHEUS_COLLECTOR"]`, '
-                    "which wins when both are set",
-                )
-            ],
-        ),
     )

@@ -58,14 +58,9 @@ from weft_django.metrics.business import FAMILIES as BUSINESS_FAMILIES
 from weft_django.metrics.business import BusinessSnapshot
 from weft_django.ownership.metrics import CLAIM_ATTEMPT_OUTCOMES, RUN_STATUS_LABELS
 
-__all__ = ["OPT_IN_SETTING", "WeftClusterCollector", "register", "settings_opt_in", "unregister"]
+__all__ = ["WeftClusterCollector", "register", "settings_opt_in", "unregister"]
 
 logger = logging.getLogger("weft_django.metrics")
-
-#: The older top-level Django setting, still read when ``WEFT["PROMETHEUS_COLLECTOR"]``
-#: is not set (default: on when ``django_prometheus``, what serves ``/metrics``,
-#: is installed).
-OPT_IN_SETTING = "WEFT_PROMETHEUS_COLLECTOR"
 
 
 class WeftClusterCollector(Collector):
@@ -258,19 +253,12 @@ def unregister(registry: CollectorRegistry | None = None) -> None:
 def settings_opt_in() -> bool:
     """Whether ``ready()`` should register.
 
-    ``WEFT["PROMETHEUS_COLLECTOR"]`` when set, else the top-level
-    ``WEFT_PROMETHEUS_COLLECTOR``, else whether ``django_prometheus`` (what
-    serves ``/metrics``) is installed.
+    ``WEFT["PROMETHEUS_COLLECTOR"]`` when set, else whether
+    ``django_prometheus`` (what serves ``/metrics``) is installed.
     """
     from django.apps import apps
-    from django.conf import settings
 
-    from weft_django.conf import get_settings
-
-    # ``prometheus_collector`` is WEFT["PROMETHEUS_COLLECTOR"] once conf has it.
-    explicit = getattr(get_settings(), "prometheus_collector", None)
-    if explicit is None:
-        explicit = getattr(settings, OPT_IN_SETTING, None)
+    explicit = get_settings().prometheus_collector
     if explicit is not None:
-        return bool(explicit)
+        return explicit
     return apps.is_installed("django_prometheus")
