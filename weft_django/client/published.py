@@ -26,6 +26,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from weft_django.client.aio import asyncify
 from weft_django.conf import get_settings
 from weft_django.engine import adone
 from weft_django.engine.operations import latest_run
@@ -77,6 +78,9 @@ def get_events(workflow_id: str) -> dict[str, Any]:
     run = latest_run(workflow_id, db)
     rows = WorkflowEvent.objects.using(db).filter(run_id=run.pk).order_by("key")
     return dict(rows.values_list("key", "value"))
+
+
+aget_events = asyncify(get_events)
 
 
 def get_event(workflow_id: str, key: str, timeout: float | None = None) -> Any:
@@ -292,6 +296,7 @@ __all__ = [
     "POLL_MAX_S",
     "REREAD_S",
     "aget_event",
+    "aget_events",
     "aread_stream",
     "astream_entries",
     "get_event",
