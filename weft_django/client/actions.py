@@ -5,7 +5,9 @@ Invariants: every write goes through the conditional batch
 (``engine.operations``), inside the caller's transaction when there is one,
 its wakes sent on that commit; arguments are checked before anything is
 written. ``query`` replays the journal read-only in this process and writes
-nothing.
+nothing. ``ownership_status`` judges expiry by the one rule of the read
+model (``inspection.rules.claim_state``), as the admin, ``weft_status`` and
+``/metrics`` do.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from weft_django.engine.replay.machine import Replay
 from weft_django.engine.workflow.definitions import get_workflow
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import InvalidArgumentError, UnknownQuery, WorkflowNotFound
+from weft_django.inspection.rules import claim_state
 from weft_django.kernel.clock import now_ms
 from weft_django.kernel.ids import check_lookup_id, check_name
 from weft_django.models import WorkflowClaim, WorkflowRun
-from weft_django.ownership import WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER
 from weft_django.ownership.codec import decode_holder_row
 
 signal = operations.signal
@@ -135,7 +137,7 @@ apurge = asyncify(purge)
 def ownership_status(workflow_id: str) -> dict[str, Any]:
     """The owner of ``workflow_id``: its run's status, the claim's epoch, the
     holder (``None`` when released or corrupt) and whether another engine may
-    take it over (``expired``)."""
+    take it over (``expired``: ``claim_state``)."""
     settings = get_settings()
     db = settings.database
     run = WorkflowRun.objects.using(db).latest_for(check_lookup_id(workflow_id))
@@ -153,10 +155,7 @@ def ownership_status(workflow_id: str) -> dict[str, Any]:
                 "expires_at": record.expires_at,
                 "claimed_at": record.claimed_at,
             }
-            grace = WORKFLOW_CLAIM_TAKEOVER_GRACE_MULTIPLIER * settings.claim_renew_interval_ms
-            expired = record.expires_at + grace < now_ms()
-        elif claim.engine_id is not None or claim.expires_at is not None:
-            expired = True
+        expired = claim_state(claim, now_ms(), settings) == "expired"
     return {
         "workflow_id": workflow_id,
         "status": run.status if run is not None else None,
