@@ -1,6 +1,6 @@
 """``client.update``: a validated request to a running workflow, and its answer.
 
-Why validate in the caller and apply in the owner: the validator must be
+Invariant: validated in the caller, applied in the owner. The validator must be
 able to refuse an update with *no trace* -- so it runs here, before anything
 is written, on a read-only replay of the journal (database access refused,
 like ``client.query``); raising it is ``UpdateRejected``. Only an accepted
