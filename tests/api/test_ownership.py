@@ -152,3 +152,21 @@ def test_metrics_sums_every_engine(api: Any) -> None:
     assert body["claims"] == {"total": 1, "held": 1, "expired": 0}
     assert set(body["runs_by_status"]) >= {"pending", "completed", "timed_out"}
     assert body["due_timers"] == 0 and body["oldest_due_timer_lag_ms"] is None
+
+
+def test_ownership_judges_expiry_by_claim_state(api: Any) -> None:
+    """``ownership_status`` and the claims listing agree: a claim row with only
+    ``claimed_at`` set (half-null: the codec refuses it) is expired -- another
+    engine takes it over -- and has no holder; a released row is not expired."""
+    from weft_django import client
+    from weft_django.inspection.rules import claim_state
+
+    half = WorkflowClaim.objects.create(workflow_id="own-half", epoch=2, claimed_at=wall_ms())
+    WorkflowClaim.objects.create(workflow_id="own-free", epoch=2)
+    assert claim_state(half, wall_ms()) == "expired"
+
+    body = api.get(url("workflows/own-half/ownership/")).json()
+    assert body == client.ownership_status("own-half")
+    assert body["expired"] is True and body["holder"] is None and body["epoch"] == 2
+    free = api.get(url("workflows/own-free/ownership/")).json()
+    assert free["expired"] is False and free["holder"] is None

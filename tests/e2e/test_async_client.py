@@ -25,7 +25,7 @@ import tests.api.workflows as api_workflows
 from tests.e2e.helpers import claim_epoch, latest
 from weft_django import client, workflow
 from weft_django.client import aio as aclient
-from weft_django.engine import adone
+from weft_django.engine.wakes import backends
 from weft_django.errors import (
     InvalidTransitionError,
     PayloadError,
@@ -222,7 +222,7 @@ class _Spy:
     def __init__(self, monkeypatch: Any) -> None:
         self.opened = 0
         self.returns: list[bool] = []
-        real = adone.open_waiter
+        real = backends.open_async_done_waiter
 
         async def open_waiter(using: str, run_id: str) -> Any:
             waiter = await real(using, run_id)
@@ -243,7 +243,7 @@ class _Spy:
 
             return Wrapped()
 
-        monkeypatch.setattr(adone, "open_waiter", open_waiter)
+        monkeypatch.setattr(backends, "open_async_done_waiter", open_waiter)
 
 
 async def _wait_while_ticking(handle: Any, finish: Callable[[], Any]) -> tuple[Any, int]:

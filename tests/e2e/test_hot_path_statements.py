@@ -15,7 +15,7 @@ and then one claim read per pending run before the pickup's batch -- about
 41 statements per workflow. The pickup wake now runs only the batch pickup
 (``engine.pickup``), whose claim rows are ensured and locked in one
 statement. Then: ``client.start`` is one statement on PostgreSQL, its pickup NOTIFY
-in it (``engine.start_statement``), the pickup's batch sets no savepoint inside the pickup's
+in it (``db.postgresql.start``), the pickup's batch sets no savepoint inside the pickup's
 transaction, and the first turn starts from the run as the pickup committed
 it (``engine.handoff``) instead of reading the run, its journal and its
 timers again. PostgreSQL only (the pickup wake is a NOTIFY).

@@ -13,7 +13,8 @@ from tests.e2e.helpers import latest, row_counts
 from weft_django import activity, client, workflow
 from weft_django.conf import build_settings
 from weft_django.engine import Engine
-from weft_django.engine.queues.flow import UnknownQueueError, waiting_reason
+from weft_django.engine.operations.start import UnknownQueueError
+from weft_django.engine.queues.flow import waiting_reason
 from weft_django.engine.workflow.definitions import registry
 from weft_django.kernel.queue_spec import parse_rate
 from weft_django.models import QueueSlot, WorkflowRun

@@ -132,8 +132,9 @@ def test_two_racing_callers_make_one_run_with_both_signals(monkeypatch: Any) -> 
 
     def raced(*args: Any) -> Any:
         prepared = real(*args)
-        starts.append(args[2])
-        gates[args[2]].wait(timeout=10)  # both built a start: now both commit
+        workflow_id = args[0].workflow_id  # the checked start (``operations.start.NewRun``)
+        starts.append(workflow_id)
+        gates[workflow_id].wait(timeout=10)  # both built a start: now both commit
         return prepared
 
     monkeypatch.setattr(module, "_start_signalled", raced)

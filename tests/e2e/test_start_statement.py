@@ -1,4 +1,4 @@
-"""``client.start`` in one statement on PostgreSQL (``engine.start_statement``).
+"""``client.start`` in one statement on PostgreSQL (``db.postgresql.start``).
 
 Invariants protected: a start with nothing in its way is ONE statement,
 its pickup NOTIFY inside it (no NOTIFY after the commit) and the wake

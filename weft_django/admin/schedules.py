@@ -19,7 +19,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from weft_django import client
-from weft_django.engine.schedules.calls import recent_runs, summary
+from weft_django.engine.schedules.rows import recent_runs, summary
 from weft_django.errors import WeftError
 from weft_django.inspection import format_ms
 from weft_django.models import Schedule

@@ -26,8 +26,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from weft_django.client.aio import asyncify
 from weft_django.conf import get_settings
-from weft_django.engine import adone
 from weft_django.engine.operations import latest_run
 from weft_django.engine.wakes import backends
 from weft_django.engine.workflow.publish import check_key
@@ -77,6 +77,9 @@ def get_events(workflow_id: str) -> dict[str, Any]:
     run = latest_run(workflow_id, db)
     rows = WorkflowEvent.objects.using(db).filter(run_id=run.pk).order_by("key")
     return dict(rows.values_list("key", "value"))
+
+
+aget_events = asyncify(get_events)
 
 
 def get_event(workflow_id: str, key: str, timeout: float | None = None) -> Any:
@@ -212,12 +215,12 @@ async def _alatest(workflow_id: str, db: str) -> WorkflowRun:
 
 
 async def aget_event(workflow_id: str, key: str, timeout: float | None = None) -> Any:
-    """``get_event`` without blocking the loop (``engine.adone`` waiter)."""
+    """``get_event`` without blocking the loop (an async done waiter)."""
     check_key("event key", key)
     deadline = _deadline(timeout)
     db = get_settings().database
     run = await _alatest(workflow_id, db)
-    waiter = await adone.open_waiter(db, str(run.pk))
+    waiter = await backends.open_async_done_waiter(db, str(run.pk))
     delay = POLL_MIN_S
     try:
         while True:
@@ -251,7 +254,7 @@ async def astream_entries(
     start = _offset(offset)
     db = get_settings().database
     run = await _alatest(workflow_id, db)
-    waiter = await adone.open_waiter(db, str(run.pk))
+    waiter = await backends.open_async_done_waiter(db, str(run.pk))
     delay, ended, quiet_since = POLL_MIN_S, False, time.monotonic()
     try:
         while True:
@@ -292,6 +295,7 @@ __all__ = [
     "POLL_MAX_S",
     "REREAD_S",
     "aget_event",
+    "aget_events",
     "aread_stream",
     "astream_entries",
     "get_event",

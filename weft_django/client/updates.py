@@ -1,6 +1,6 @@
 """``client.update``: a validated request to a running workflow, and its answer.
 
-Why validate in the caller and apply in the owner: the validator must be
+Invariant: validated in the caller, applied in the owner. The validator must be
 able to refuse an update with *no trace* -- so it runs here, before anything
 is written, on a read-only replay of the journal (database access refused,
 like ``client.query``); raising it is ``UpdateRejected``. Only an accepted
@@ -9,7 +9,7 @@ unique constraint keeps a second caller with the same id out), with the
 run's ``wake_seq`` bump and a ``signal`` wake, like ``client.signal``. The
 owner then applies it in its turn (``engine.turn.update``) and records the
 answer in the journal under the claim fence; the caller waits for that
-``update-done`` entry (``engine.update_answers``: NOTIFY on PostgreSQL,
+``update-done`` entry (``engine.turn.update_answers``: NOTIFY on PostgreSQL,
 polling elsewhere). So the same ``update_id`` is applied once and always
 returns the recorded answer -- across a SIGKILL of the owner, too.
 
@@ -28,6 +28,7 @@ from typing import Any
 from django.db import connections
 from django.db.models import F
 
+from weft_django.client.aio import asyncify
 from weft_django.conf import get_settings
 from weft_django.engine.journal import load_events
 from weft_django.engine.operations import latest_run
@@ -54,13 +55,8 @@ from weft_django.models import (
     UpdateRequest,
     WorkflowRun,
 )
-from weft_django.ownership.batch import (
-    Insert,
-    RunCondition,
-    UniqueAbsence,
-    Update,
-    conditional_batch,
-)
+from weft_django.ownership.batch import conditional_batch
+from weft_django.ownership.ops import Insert, RunCondition, UniqueAbsence, Update
 
 MAX_UPDATE_ID = 200
 
@@ -126,6 +122,9 @@ def update(
     finally:
         if waiter is not None:
             waiter.close()
+
+
+aupdate = asyncify(update)
 
 
 def validate(run: WorkflowRun, name: str, args: list[Any]) -> None:
@@ -232,4 +231,4 @@ def _wait(
             delay = min(delay * 2, 0.25)
 
 
-__all__ = ["update", "validate"]
+__all__ = ["aupdate", "update", "validate"]

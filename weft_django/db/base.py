@@ -94,6 +94,19 @@ class StoreOps:
     supports_statement_timeout: ClassVar[bool] = False
     #: A bulk takeover's claim writes can run as one statement: ``bulk_put_claims``.
     supports_bulk_claim_update: ClassVar[bool] = False
+    #: A start with nothing in its way is ONE statement: the newest run's read,
+    #: the insert and the wake (``insert_start``).
+    supports_start_statement: ClassVar[bool] = False
+
+    # -- the start statement -------------------------------------------------
+    def insert_start(
+        self, run: WorkflowRun, *, after_finished: bool, notify: tuple[str, str] | None, using: str
+    ) -> bool:
+        """Insert ``run`` unless its workflow's newest run is live (or finished,
+        unless ``after_finished``), sending ``notify`` = ``(channel, payload)``
+        on commit; ``True`` when inserted. Only called when
+        ``supports_start_statement``."""
+        raise NotImplementedError
 
     # -- claim rows ----------------------------------------------------------
     def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:

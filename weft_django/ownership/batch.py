@@ -44,19 +44,14 @@ from weft_django.models import ClaimEvent, GlobalLease, WorkflowClaim, WorkflowR
 from weft_django.ownership.ops import (
     ABSENT_HOLDER,
     BatchResult,
-    BulkInsert,
-    Call,
     ClaimCondition,
     Condition,
-    Delete,
-    HolderColumns,
     Insert,
     LeaseCondition,
     PutClaim,
     RowCondition,
     RunCondition,
     UniqueAbsence,
-    Update,
     Write,
     WriteConflict,
 )
@@ -245,24 +240,4 @@ def _lock(model: type[Any], pks: list[str], db: str) -> dict[str, Any]:
     return {str(row.pk): row for row in rows}
 
 
-__all__ = [
-    "ABSENT_HOLDER",
-    "BatchResult",
-    "BulkInsert",
-    "Call",
-    "ClaimCondition",
-    "Condition",
-    "Delete",
-    "HolderColumns",
-    "Insert",
-    "LeaseCondition",
-    "PutClaim",
-    "RowCondition",
-    "RunCondition",
-    "UniqueAbsence",
-    "Update",
-    "Write",
-    "WriteConflict",
-    "conditional_batch",
-    "is_retryable",
-]
+__all__ = ["BatchResult", "conditional_batch", "is_retryable"]

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from weft_django import client
 from weft_django.api.schema import ERR_400, ERR_409, ERR_AUTH, ERR_PAGE, error
 from weft_django.api.serializers.fields import JSONPayloadField, StrictCharField
-from weft_django.engine.schedules.calls import summary
+from weft_django.engine.schedules.rows import summary
 from weft_django.errors import WeftError
 from weft_django.kernel.schedule_spec import OVERLAP_POLICIES
 from weft_django.models import Schedule

@@ -46,7 +46,7 @@ from weft_django.db.base import (
     StoreOps,
     table,
 )
-from weft_django.db.postgresql import prepared
+from weft_django.db.postgresql import prepared, start
 from weft_django.db.postgresql.pickup import PickupStatements
 from weft_django.db.postgresql.session import (
     restore_statement_timeout,
@@ -79,6 +79,7 @@ class PostgreSQLOps(PickupStatements, StoreOps):
     supports_coalesced_writes: ClassVar[bool] = True
     supports_statement_timeout: ClassVar[bool] = True
     supports_bulk_claim_update: ClassVar[bool] = True
+    supports_start_statement: ClassVar[bool] = True
 
     def __init__(self) -> None:
         # Built once per shape: the claim statement is the protocol's hottest one.
@@ -87,6 +88,11 @@ class PostgreSQLOps(PickupStatements, StoreOps):
         self._read_sql: dict[str, str] = {}
         self._event_values: dict[type[models.Model], Any] = {}
         self._pickup_sql: dict[tuple[str, str, bool], str] = {}
+
+    def insert_start(
+        self, run: WorkflowRun, *, after_finished: bool, notify: tuple[str, str] | None, using: str
+    ) -> bool:
+        return start.insert_start(run, after_finished=after_finished, notify=notify, using=using)
 
     # -- the claim statement -------------------------------------------------
     def read_claim(self, using: str, workflow_id: str) -> ClaimRow | None:

@@ -1,23 +1,17 @@
 """A start in ONE statement on PostgreSQL: the read, the insert and the NOTIFY.
 
-Why: ``client.start`` read the workflow's newest run, then inserted the
-new one in a transaction of its own (BEGIN, INSERT, COMMIT), then sent the
-pickup NOTIFY after the commit: five round trips, and a burst's producer
-spent its time waiting on them. Here one ``WITH … INSERT … SELECT … WHERE
-NOT EXISTS … ON CONFLICT DO NOTHING`` does the start when nothing stands
-in its way, and ``pg_notify`` in the same statement queues the wake, which
-PostgreSQL delivers only when the transaction commits (the statement's
-own, or the caller's: a rolled-back start wakes nobody).
+``WITH … INSERT … SELECT … WHERE NOT EXISTS … ON CONFLICT DO NOTHING`` does
+the start when nothing stands in its way, and ``pg_notify`` in the same
+statement queues the wake, which PostgreSQL delivers only when the
+transaction commits (the statement's own, or the caller's: a rolled-back
+start wakes nobody).
 
-The invariants are the slow path's, unchanged: at most one live run per
-workflow id (the partial unique constraint; a concurrent start makes the
-insert do nothing), and no start after a finished run unless
-``on_conflict="start-new"``. When the statement inserts nothing, the caller
-takes the slow path, which reads again and raises exactly what it always
-did. The start is a client insert, not a fenced write (nothing is claimed
-here). Elsewhere -- not PostgreSQL, an idempotency key, a project listening
-to ``WorkflowRun``'s ``pre_save``/``post_save`` -- the slow path is the
-whole story.
+Invariants, the batch path's (``engine.operations.start``): at most one live
+run per workflow id (the partial unique constraint; a concurrent start makes
+the insert do nothing), and no start after a finished run unless
+``after_finished``. When the statement inserts nothing, the caller takes the
+batch path, which reads again and raises what stands in the way. Reached as
+``ops(alias).insert_start`` (``supports_start_statement``).
 """
 
 from __future__ import annotations
@@ -25,19 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connections, models
-from django.db.models import signals
 
 from weft_django.models import TERMINAL_STATUSES, WorkflowRun
-
-
-def applies(run: WorkflowRun, using: str) -> bool:
-    """PostgreSQL, no idempotency key, nobody listening to the run's save signals."""
-    return (
-        connections[using].vendor == "postgresql"
-        and run.idempotency_key is None
-        and not signals.pre_save.has_listeners(WorkflowRun)
-        and not signals.post_save.has_listeners(WorkflowRun)
-    )
 
 
 def insert_start(
@@ -45,7 +28,7 @@ def insert_start(
 ) -> bool:
     """Insert ``run`` unless the workflow's newest run is live (or finished,
     unless ``after_finished``), sending ``notify`` = ``(channel, payload)``
-    with it; ``True`` when inserted (only ``applies`` runs)."""
+    with it; ``True`` when inserted."""
     connection = connections[using]
     quote = connection.ops.quote_name
     meta = WorkflowRun._meta
@@ -87,4 +70,4 @@ def _column(name: str) -> str:
     return field.column or field.attname
 
 
-__all__ = ["applies", "insert_start"]
+__all__ = ["insert_start"]

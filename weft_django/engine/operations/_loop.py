@@ -19,7 +19,8 @@ from weft_django.conf import get_settings
 from weft_django.errors import InvalidTransitionError, WorkflowNotFound
 from weft_django.kernel.ids import check_lookup_id
 from weft_django.models import WorkflowClaim, WorkflowRun
-from weft_django.ownership.batch import Condition, Write, conditional_batch
+from weft_django.ownership.batch import conditional_batch
+from weft_django.ownership.ops import Condition, Write
 from weft_django.ownership.transitions import ClaimSnapshot
 
 MAX_ATTEMPTS = 8

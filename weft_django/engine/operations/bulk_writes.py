@@ -22,7 +22,7 @@ from weft_django.conf import get_settings
 from weft_django.engine.operations.wake import reactivation_writes
 from weft_django.kernel.clock import now_ms
 from weft_django.models import LIVE_STATUSES, Timer, WorkflowClaim, WorkflowRun
-from weft_django.ownership.batch import Condition, Delete, RunCondition, Update, Write
+from weft_django.ownership.ops import Condition, Delete, RunCondition, Update, Write
 from weft_django.ownership.transitions import ClaimSnapshot, build_bulk_rotation
 
 #: The run columns a chunk reads (and a cascade reads of each descendant).

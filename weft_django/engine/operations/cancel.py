@@ -46,7 +46,7 @@ from weft_django.kernel.clock import now_ms
 from weft_django.kernel.durations import optional_ms
 from weft_django.kernel.ids import check_reason
 from weft_django.models import DRIVABLE_STATUSES, LIVE_STATUSES, WorkflowRun
-from weft_django.ownership.batch import Condition, RowCondition, RunCondition, Update, Write
+from weft_django.ownership.ops import Condition, RowCondition, RunCondition, Update, Write
 
 
 def default_grace_ms(run: WorkflowRun) -> int | None:

@@ -11,7 +11,8 @@ the read and the commit) refuses the batch and the next attempt reads again:
 two racing callers end with one run holding both signals. Nothing is written
 for bad input, which is refused before the first read, nor when the live run
 of the id is another workflow (``WorkflowAlreadyRunning``: the signal was
-meant for ``name``).
+meant for ``name``). A run it starts is ``engine.operations.start``'s row and
+insert: the workflow's queue, the one-live-run condition.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from django.db.models import F
 from weft_django.conf import get_settings
 from weft_django.engine import tracing
 from weft_django.engine.operations._loop import Prepared, commit_with_retries
+from weft_django.engine.operations.start import NewRun, live_insert, new_run, row
 from weft_django.engine.wakes import Wake, announce
-from weft_django.engine.workflow.definitions import get_workflow
 from weft_django.engine.workflow.payload import normalize
-from weft_django.errors import InvalidArgumentError, WorkflowAlreadyRunning
-from weft_django.kernel.ids import check_name, validate_workflow_id
+from weft_django.errors import WorkflowAlreadyRunning
+from weft_django.kernel.ids import check_name
 from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, SignalMessage, WorkflowRun
-from weft_django.ownership.batch import Insert, RunCondition, UniqueAbsence, Update
+from weft_django.ownership.ops import Insert, RunCondition, Update
 
 ACTION = "signal-with-start"
 
@@ -49,24 +50,20 @@ def signal_with_start(
 def _signal_with_start(
     name: str, input: Any, workflow_id: str, signal: str, payload: Any
 ) -> tuple[WorkflowRun, SignalMessage, bool]:
-    if not isinstance(name, str):
-        raise InvalidArgumentError("name", f"workflow name must be a string, got {name!r:.100}")
-    get_workflow(name)  # UnknownWorkflowType before anything is written
-    stored_input = normalize("workflow input", input)
-    workflow_id = validate_workflow_id(workflow_id)
+    new = new_run(name, input, workflow_id)  # nothing written for bad input
     check_name("signal", signal)
     stored_payload = normalize(f"payload of signal {signal!r}", payload)
     db = get_settings().database
 
     def attempt() -> Prepared[tuple[WorkflowRun, SignalMessage, bool]]:
-        run = WorkflowRun.objects.using(db).latest_for(workflow_id)
+        run = WorkflowRun.objects.using(db).latest_for(new.workflow_id)
         if run is not None and run.status not in TERMINAL_STATUSES:
             if run.name != name:  # a live run of another workflow holds the id
-                raise WorkflowAlreadyRunning(workflow_id, str(run.pk))
+                raise WorkflowAlreadyRunning(new.workflow_id, str(run.pk))
             return _signal_live(run, signal, stored_payload, db)
-        return _start_signalled(name, stored_input, workflow_id, signal, stored_payload, db)
+        return _start_signalled(new, signal, stored_payload, db)
 
-    return commit_with_retries(workflow_id, ACTION, db, attempt)
+    return commit_with_retries(new.workflow_id, ACTION, db, attempt)
 
 
 def _signal_live(
@@ -89,23 +86,17 @@ def _signal_live(
 
 
 def _start_signalled(
-    name: str, input: Any, workflow_id: str, signal: str, payload: Any, db: str
+    new: NewRun, signal: str, payload: Any, db: str
 ) -> Prepared[tuple[WorkflowRun, SignalMessage, bool]]:
-    run = WorkflowRun(
-        workflow_id=workflow_id,
-        name=name,
-        status="pending",
-        input=input,
-        trace_context=tracing.carrier(),
-    )
+    run = row(new)
     message = SignalMessage(run_id=run.pk, name=signal, payload=payload)
-    live = UniqueAbsence("one live run per workflow id")
+    absence, insert = live_insert(run)
 
     def committed() -> tuple[WorkflowRun, SignalMessage, bool]:
-        announce(Wake("start", str(run.pk), db, workflow_id))
+        announce(Wake("start", str(run.pk), db, new.workflow_id))
         return run, message, True
 
-    return Prepared([live], [Insert(run, live), Insert(message)], committed)
+    return Prepared([absence], [insert, Insert(message)], committed)
 
 
 __all__ = ["signal_with_start"]

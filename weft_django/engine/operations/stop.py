@@ -41,14 +41,8 @@ from weft_django.models import (
     Timer,
     WorkflowRun,
 )
-from weft_django.ownership.batch import (
-    Condition,
-    Delete,
-    RunCondition,
-    Update,
-    Write,
-    conditional_batch,
-)
+from weft_django.ownership.batch import conditional_batch
+from weft_django.ownership.ops import Condition, Delete, RunCondition, Update, Write
 from weft_django.ownership.transitions import build_rotation
 
 

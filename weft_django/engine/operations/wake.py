@@ -31,14 +31,8 @@ from weft_django.models import (
     SignalMessage,
     WorkflowRun,
 )
-from weft_django.ownership.batch import (
-    Insert,
-    RowCondition,
-    RunCondition,
-    Update,
-    Write,
-    conditional_batch,
-)
+from weft_django.ownership.batch import conditional_batch
+from weft_django.ownership.ops import Insert, RowCondition, RunCondition, Update, Write
 
 #: The statuses each reactivation applies to: one rule for ``resume`` /
 #: ``retry`` and their bulk forms (``operations.bulk``).

@@ -42,9 +42,8 @@ from django.db.models import F
 
 from weft_django.conf import get_settings
 from weft_django.engine.host import TurnHost
-from weft_django.errors import EngineDeposedError, InvalidArgumentError
+from weft_django.errors import EngineDeposedError
 from weft_django.kernel.clock import now_ms as clock_now_ms
-from weft_django.kernel.ids import is_storable_text
 from weft_django.kernel.queue_spec import QueueSpec
 from weft_django.models import QueueSlot, WorkflowRun
 from weft_django.ownership.fence import fenced_commit
@@ -56,65 +55,6 @@ logger = logging.getLogger("weft_django.engine")
 
 #: How long a taken-over run waits before asking again for a slot of a full queue.
 READMIT_RETRY_MS = 1000
-
-
-class UnknownQueueError(InvalidArgumentError):
-    """A queue name that ``WEFT["QUEUES"]`` does not declare (an
-    ``InvalidArgumentError`` -- so a ``WeftError`` and a ``ValueError`` -- with
-    its own code)."""
-
-    code = "unknown_queue"
-
-    def __init__(self, queue: object, where: str = "queue") -> None:
-        known = ", ".join(sorted(get_settings().queues)) or "none"
-        super().__init__(
-            where, f"{where} {queue!r:.300} is not declared in WEFT['QUEUES'] (declared: {known})"
-        )
-        self.queue = queue
-        self.where = where
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.queue, self.where))
-
-
-def validate_start(
-    queue: str | None, priority: object, concurrency_key: object
-) -> tuple[str | None, int, str | None]:
-    """The checked queue fields of a start; raises before anything is written."""
-    if queue is not None and (not isinstance(queue, str) or queue not in get_settings().queues):
-        raise UnknownQueueError(queue)
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise InvalidArgumentError(
-            "priority", f"priority must be an integer, got {priority!r:.100}"
-        )
-    if not -(2**31) <= priority < 2**31:
-        raise InvalidArgumentError("priority", f"priority must fit in 32 bits, got {priority!r}")
-    if concurrency_key is not None and (
-        not isinstance(concurrency_key, str)
-        or not 0 < len(concurrency_key) <= 200
-        or not is_storable_text(concurrency_key)
-    ):
-        raise InvalidArgumentError(
-            "concurrency_key",
-            "concurrency_key must be a string of 1 to 200 characters (no NUL, no lone "
-            f"surrogate), got {concurrency_key!r:.300}",
-        )
-    return queue, priority, concurrency_key
-
-
-def run_fields(queue: str | None, priority: object, concurrency_key: object) -> dict[str, Any]:
-    """The ``WorkflowRun`` fields of a start's flow control (none when it has none)."""
-    queue, priority, concurrency_key = validate_start(queue, priority, concurrency_key)
-    if queue is None and concurrency_key is not None:
-        raise InvalidArgumentError(
-            "concurrency_key", f"concurrency_key {concurrency_key!r:.300} needs a queue"
-        )
-    fields: dict[str, Any] = {}
-    if queue is not None:
-        fields.update(queue=queue, priority=priority, concurrency_key=concurrency_key)
-    elif priority:
-        fields["priority"] = priority
-    return fields
 
 
 def slot_cache(engine: Any) -> dict[str, int]:
@@ -282,11 +222,8 @@ def waiting_reason(run: WorkflowRun, *, now_ms: int | None = None) -> str | None
 
 __all__ = [
     "READMIT_RETRY_MS",
-    "UnknownQueueError",
     "gate",
     "room_left",
-    "run_fields",
     "slot_cache",
-    "validate_start",
     "waiting_reason",
 ]

@@ -1,9 +1,10 @@
-"""Schedules: cron/every ticks fired once each by a fenced system workflow.
+"""Schedules: cron/every ticks, each fired once by a fenced system workflow.
 
-The driver workflow and its step (``driver``, ``ticking``), the client calls (``calls``)
-and the boot-time sync of ``WEFT["SCHEDULES"]`` (``sync``); what a schedule is and when it
-ticks is ``weft_django.kernel.schedule_spec``. Importing this package registers the
-``weft.schedule`` workflow.
+``spec`` lives in the kernel (``weft_django.kernel.schedule_spec``); here: the
+driver workflow and its step (``driver``, ``ticking``), the schedule row
+writes (``rows``: the client's schedule calls and the sync use them) and the
+boot-time sync of ``WEFT["SCHEDULES"]`` (``sync``). Importing this package
+registers the ``weft.schedule`` workflow.
 """
 
 from __future__ import annotations

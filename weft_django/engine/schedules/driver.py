@@ -1,6 +1,6 @@
 """The system workflow ``weft.schedule`` that owns and fires one schedule.
 
-Why a workflow: a schedule must fire each tick exactly once
+Invariant: a schedule must fire each tick exactly once
 whatever the number of engines or Celery nodes. Making the schedule a
 workflow gives it the ownership protocol for free: one engine at a time
 holds the driver's claim, a crashed holder is taken over, and the firing

@@ -14,7 +14,7 @@ code wants. The invariants protected:
   ``WeftScheduleRemovedWarning`` -- once: the row is then no longer
   ``declared``.
 
-All of it is client writes (``calls``), like ``client.start``.
+Every write is a schedule row write (``rows``), as the client makes it.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from django.core import checks
 from django.db import IntegrityError
 
 from weft_django.conf import CHECK_IDS, WeftSettings
-from weft_django.engine.schedules import calls
+from weft_django.engine.schedules import rows
 from weft_django.engine.workflow.definitions import get_workflow, registry
 from weft_django.engine.workflow.payload import normalize
+from weft_django.errors import ScheduleAlreadyExists
 from weft_django.kernel.schedule_spec import ScheduleSpec
 from weft_django.models import Schedule
 from weft_django.warnings import WeftScheduleRemovedWarning
@@ -44,13 +45,13 @@ def _declaration(spec: ScheduleSpec) -> dict[str, Any]:
 
 
 def _apply(spec: ScheduleSpec, declaration: dict[str, Any]) -> str:
-    row = Schedule.objects.using(calls._db()).filter(pk=spec.schedule_id).first()
+    row = Schedule.objects.using(rows.database()).filter(pk=spec.schedule_id).first()
     if row is None:
         try:
-            calls.insert(spec, declared_spec=declaration)
+            rows.insert(spec, declared_spec=declaration)
             return "created"
-        except (IntegrityError, calls.ScheduleAlreadyExists):
-            row = Schedule.objects.using(calls._db()).filter(pk=spec.schedule_id).first()
+        except (IntegrityError, ScheduleAlreadyExists):
+            row = Schedule.objects.using(rows.database()).filter(pk=spec.schedule_id).first()
             if row is None:
                 raise
     if row.declared and row.declared_spec == declaration:
@@ -68,7 +69,7 @@ def _apply(spec: ScheduleSpec, declaration: dict[str, Any]) -> str:
         "end_at": spec.end_at_ms,
         "paused": spec.paused,
     }
-    calls.apply_update(spec.schedule_id, fields, declared_spec=declaration)
+    rows.apply_update(spec.schedule_id, fields, declared_spec=declaration)
     return "updated"
 
 
@@ -86,7 +87,7 @@ def sync_declared(settings: WeftSettings) -> dict[str, str]:
             done[spec.schedule_id] = f"error: {exc}"
     removed = Schedule.objects.using(settings.database).filter(declared=True)
     for row in removed.exclude(pk__in=declared):
-        calls.apply_update(row.schedule_id, {"paused": True}, declared_spec=None)
+        rows.apply_update(row.schedule_id, {"paused": True}, declared_spec=None)
         warnings.warn(WeftScheduleRemovedWarning(row.schedule_id), stacklevel=2)
         logger.warning("%s", WeftScheduleRemovedWarning(row.schedule_id))
         done[row.schedule_id] = "paused"

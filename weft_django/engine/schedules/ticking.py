@@ -1,6 +1,6 @@
 """One step of a schedule's driver: fire what is due, say when to look again.
 
-Why this is the whole of "fire once per tick": ``step`` runs as
+Invariant: each tick fires at most once. ``step`` runs as
 the body of an ``@activity(atomic=True)`` of the driver workflow
 (``engine.schedules.driver``), so the runs it starts, the previous run it
 cancels (``cancel_previous``) and the tick counters it bumps on the
@@ -26,7 +26,7 @@ from typing import Any
 from django.db.models import F
 
 from weft_django.conf import get_settings
-from weft_django.engine.operations.start import start_run
+from weft_django.engine.operations.start import UnknownQueueError, start_run
 from weft_django.errors import (
     IdempotencyConflictError,
     UnknownWorkflowType,
@@ -108,7 +108,12 @@ def start_tick(spec: ScheduleSpec, tick_ms: int) -> str | None:
             tick_workflow_id(spec.schedule_id, tick_ms),
             tick_key(spec.schedule_id, tick_ms),
         )
-    except (UnknownWorkflowType, IdempotencyConflictError, WorkflowAlreadyRunning) as exc:
+    except (
+        UnknownWorkflowType,
+        UnknownQueueError,
+        IdempotencyConflictError,
+        WorkflowAlreadyRunning,
+    ) as exc:
         logger.warning("schedule %s: tick %s not started: %s", spec.schedule_id, tick_ms, exc)
         return None
     return str(run.workflow_id)

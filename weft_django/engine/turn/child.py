@@ -17,6 +17,7 @@ from django.utils import timezone
 from weft_django.engine import operations, tracing
 from weft_django.engine import signals as weft_signals
 from weft_django.engine.journal import RunInbox, load_inbox
+from weft_django.engine.operations.start import NewRun, live_insert, row
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.turn.commit import TurnState
@@ -26,7 +27,6 @@ from weft_django.engine.workflow.definitions import has_workflow
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import ChildWorkflowError, PayloadError, UnknownWorkflowType
 from weft_django.models import LIVE_STATUSES, TERMINAL_STATUSES, WorkflowRun
-from weft_django.ownership.batch import Insert, UniqueAbsence
 from weft_django.ownership.fold import prepare_claim_fold
 
 logger = logging.getLogger("weft_django.engine")
@@ -66,27 +66,23 @@ def _start(turn: TurnState, leaf: Leaf, command: StartChild, child_id: str, now:
         child_input = normalize(f"input of child {child_id!r}", command.input)
     except PayloadError as exc:
         return turn.settle(leaf, error=ChildWorkflowError(child_id, "failed", error_record(exc)))
-    new = WorkflowRun(
-        workflow_id=child_id,
-        name=command.name,
-        status="running",
-        input=child_input,
-        parent_id=turn.run.pk,
-        parent_position=leaf.id,
-        started_at=timezone.now(),
-        turn_started_at=now,
-        turn_pid=os.getpid(),
-    )
-    absence = UniqueAbsence(f"live-run:{child_id}")
     fold = prepare_claim_fold(turn.host, child_id)
     # The child continues the parent's trace: its start span (under this turn's)
     # is the child's stored context, inserted by the parent's fenced batch.
     with tracing.start_span(command.name, source="child", workflow_id=child_id) as span:
-        tracing.annotate(span, run_id=str(new.pk), parent_run_id=str(turn.run.pk))
-        new.trace_context = tracing.carrier()
-        result = turn.commit(
-            [Insert(new, absence)], folds=[fold] if fold else [], on_lost_race="return"
+        # The parent's claim fold owns it from its first turn: ``running``, no queue.
+        new = row(
+            NewRun(command.name, child_input, child_id),
+            status="running",
+            parent_id=turn.run.pk,
+            parent_position=leaf.id,
+            started_at=timezone.now(),
+            turn_started_at=now,
+            turn_pid=os.getpid(),
         )
+        tracing.annotate(span, run_id=str(new.pk), parent_run_id=str(turn.run.pk))
+        _absence, insert = live_insert(new)
+        result = turn.commit([insert], folds=[fold] if fold else [], on_lost_race="return")
         tracing.annotate(span, start_created=result.committed)
     if not result.committed:
         return turn.settle(

@@ -67,7 +67,7 @@ class _AsyncDoneHub:
             await conn.close()
             raise
         self._conn, self.alive = conn, True
-        self._task = asyncio.get_running_loop().create_task(self._read(), name="weft-adone")
+        self._task = asyncio.get_running_loop().create_task(self._read(), name="weft-async-done")
 
     async def _read(self) -> None:
         try:
