@@ -201,10 +201,11 @@ def test_bad_input_is_djangos_exception_and_writes_nothing(weft_env):
         tasks.add.using(queue_name="nowhere")
     with pytest.raises(TypeError, match="object"):
         tasks.add.enqueue(object(), 1)
+
     def local():
         pass
 
-    with pytest.raises(API.InvalidTask, match="module level.*local"):
+    with pytest.raises(API.InvalidTask, match=r"module level.*local"):
         API.task_backends["default"].task_class(func=local)
 
     with pytest.raises(TypeError, match="bogus"):
@@ -236,3 +237,33 @@ def test_a_workflow_may_run_a_task_as_an_activity(weft_env):
         weft_env.run_until_idle()
         weft_env.advance(timedelta(seconds=1))
     assert handle.result(timeout=1) == 2
+
+
+def test_priority_orders_the_pickup(weft_env):
+    from django.db import connection
+
+    from weft_django import db as store
+    from weft_django.engine.pickup import pending_due
+
+    low = tasks.add.using(priority=-5).enqueue(1, 1)
+    high = tasks.add.using(priority=50).enqueue(2, 2)
+    plain = tasks.add.enqueue(3, 3)
+    expected = [high.id, plain.id, low.id]
+    assert [r.workflow_id for r in pending_due(weft_env.engine)] == expected
+    if connection.vendor == "postgresql":  # the batch pickup's own statement
+        ops = store.ops("default")
+        with transaction.atomic():
+            runs = ops.pending_runs_skip_locked("default", weft_env.clock(), [], 10)
+        assert [r.workflow_id for r in runs] == expected
+
+
+def test_a_schedule_may_start_a_task(weft_env):
+    described = client.create_schedule(
+        "tasks-every-hour", tasks.add, {"args": [20, 22]}, every=timedelta(hours=1)
+    )
+    assert described["workflow"] == "tests.tasks.tasks.add"
+    weft_env.run_until_idle()
+    workflow_id = client.trigger_schedule("tasks-every-hour").workflow_id  # a tick, now
+    weft_env.run_until_idle()
+    result = tasks.add.get_result(workflow_id)
+    assert result.status == Status.SUCCESSFUL and result.return_value == 42

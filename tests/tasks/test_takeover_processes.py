@@ -51,7 +51,9 @@ def test_sigkilled_worker_s_task_completes_on_the_other_with_two_attempts(tmp_pa
             found = sorted(markers.iterdir())
             return found[0] if found else None
 
-        marker = wait_for("the first attempt to start", first_marker, *workers, timeout=HANG_TIMEOUT_S)
+        marker = wait_for(
+            "the first attempt to start", first_marker, *workers, timeout=HANG_TIMEOUT_S
+        )
         pid = int(marker.name.rsplit("-", 1)[1])
         (victim,) = [w for w in workers if w.proc.pid == pid]
         (survivor,) = [w for w in workers if w is not victim]

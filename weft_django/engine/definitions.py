@@ -361,6 +361,19 @@ def get_workflow(name: str) -> WorkflowDefinition:
         raise UnknownWorkflowType(name) from None
 
 
+def workflow_name_of(target: Any) -> Any:
+    """The workflow name ``target`` stands for: a name, an ``@workflow`` function, or
+    an object a resolver registers (a Django task); anything else unchanged (the
+    caller's validation names it)."""
+    if isinstance(target, str):
+        return target
+    name = getattr(target, "__weft_workflow__", None)
+    if isinstance(name, str):
+        return name
+    resolved = _resolve(target) if resolvers else None
+    return resolved if resolved is not None and resolved in registry.workflows else target
+
+
 def has_workflow(name: str) -> bool:
     if name in registry.workflows:
         return True

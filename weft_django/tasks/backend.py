@@ -28,7 +28,8 @@ from weft_django.ids import is_workflow_id
 from weft_django.models import WorkflowRun
 from weft_django.tasks import compat
 from weft_django.tasks.compat import Api, api_of_task
-from weft_django.tasks.registration import ensure_registered, load_task
+from weft_django.tasks.lookup import load_task
+from weft_django.tasks.registration import ensure_registered
 from weft_django.tasks.results import build_result
 from weft_django.tasks.task import task_class_for
 
@@ -58,6 +59,8 @@ class WeftTaskBackend(*_BASES):  # type: ignore[misc]
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+    #: What ``lookup.is_weft_task`` asks (no import of this module there).
+    is_weft_task_backend = True
 
     def __init__(self, alias: str, params: dict[str, Any], *, api: Api | None = None) -> None:
         self.api = api or _api_of_caller()
@@ -74,7 +77,8 @@ class WeftTaskBackend(*_BASES):  # type: ignore[misc]
     def validate_task(self, task: Any) -> None:
         api = api_of_task(task) or self.api
         try:
-            api.BaseTaskBackend.validate_task(self, task)
+            base: Any = api.BaseTaskBackend
+            base.validate_task(self, task)
         except api.InvalidTask as exc:  # Django's message, with the values it judged
             raise api.InvalidTask(
                 f"{exc} (task {getattr(task.func, '__qualname__', task.func)!r}: "

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from weft_django.tasks.registration import weft_aliases
+from weft_django.tasks.lookup import weft_aliases
 
 
 def check_tasks_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

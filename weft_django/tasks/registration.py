@@ -23,32 +23,16 @@ from collections.abc import Generator
 from inspect import iscoroutinefunction
 from typing import Any
 
-from django.conf import settings
-from django.utils.module_loading import import_string
-
 from weft_django.engine.commands import RunActivity
 from weft_django.engine.definitions import activity, registry, resolvers, workflow
 from weft_django.tasks.compat import api_of_task
+from weft_django.tasks.lookup import load_task, weft_aliases
+from weft_django.tasks.runner import make_runner
 from weft_django.tasks.task import policy_of
 
 _lock = threading.Lock()
 #: module path -> the task function registered under it.
 _registered: dict[str, Any] = {}
-#: Names that did not import as a weft task (never imported twice).
-_not_tasks: set[str] = set()
-BACKEND_PREFIX = "weft_django.tasks"
-
-
-def weft_aliases() -> list[str]:
-    """The ``TASKS`` aliases whose backend is this package's."""
-    configured = getattr(settings, "TASKS", None)
-    if not isinstance(configured, dict):
-        return []
-    return [
-        alias
-        for alias, entry in configured.items()
-        if isinstance(entry, dict) and str(entry.get("BACKEND", "")).startswith(BACKEND_PREFIX)
-    ]
 
 
 def task_workflow_body(name: str) -> Any:
@@ -70,8 +54,6 @@ def ensure_registered(task: Any) -> str:
     with _lock:
         if _registered.get(name) is task.func and name in registry.workflows:
             return name
-    from weft_django.tasks.runner import make_runner
-
     backend = task.get_backend()
     policy = policy_of(task, getattr(backend, "options", {}) or {})
     runner = make_runner(name, is_async=iscoroutinefunction(task.func))
@@ -80,31 +62,6 @@ def ensure_registered(task: Any) -> str:
     with _lock:
         _registered[name] = task.func
     return name
-
-
-def is_weft_task(obj: Any) -> bool:
-    from weft_django.tasks.backend import WeftTaskBackend
-
-    if api_of_task(obj) is None:
-        return False
-    try:
-        return isinstance(obj.get_backend(), WeftTaskBackend)
-    except Exception:  # an alias no longer configured: not ours
-        return False
-
-
-def load_task(name: str) -> Any:
-    """The weft task at module path ``name``, or ``None``."""
-    if name in _not_tasks or "." not in name:
-        return None
-    try:
-        obj = import_string(name)
-    except (ImportError, AttributeError, ValueError, TypeError):
-        obj = None
-    if obj is None or not is_weft_task(obj):
-        _not_tasks.add(name)
-        return None
-    return obj
 
 
 def resolve(target: Any) -> str | None:

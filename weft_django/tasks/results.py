@@ -48,7 +48,7 @@ STATUS_OF_RUN = {
 }
 
 
-class WorkerLost(Exception):  # noqa: N818 - Django's TaskError names it by class path
+class WorkerLost(Exception):
     """An attempt's worker stopped (killed or deposed) before the attempt finished;
     another engine took the task over and started the next attempt."""
 
@@ -121,7 +121,9 @@ def errors_of(api: Api, run: WorkflowRun, records: list[dict[str, Any]]) -> list
             )
         )
     elif run.status == "failed" and not records:
-        message = str((run.error or {}).get("message") if isinstance(run.error, dict) else run.error)
+        message = str(
+            (run.error or {}).get("message") if isinstance(run.error, dict) else run.error
+        )
         errors.append(_error(api, "weft_django.errors.ActivityError", message))
     return errors
 

@@ -27,6 +27,7 @@ from weft_django.engine.activity_context import ActivityInfo, activity_info
 from weft_django.engine.definitions import get_activity
 from weft_django.models import ActivityHeartbeat, WorkflowClaim, WorkflowRun
 from weft_django.tasks.compat import Api, api_of_task, exception_path, exception_traceback
+from weft_django.tasks.lookup import load_task
 from weft_django.tasks.results import ATTEMPTS_KEY, build_result
 
 #: A stored traceback keeps its last this many characters (payloads are bounded).
@@ -37,8 +38,6 @@ class Attempt:
     """One attempt's state: its task, run, records and (own runs) its ``TaskResult``."""
 
     def __init__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        from weft_django.tasks.registration import load_task
-
         self.name = name
         self.info: ActivityInfo = activity_info()
         task = load_task(name)
@@ -59,7 +58,7 @@ class Attempt:
         info, db = self.info, get_settings().database
         row = (
             ActivityHeartbeat.objects.using(db)
-            .filter(run_id=info.run_id, position=info.position)
+            .filter(run_id=info.run_id, position=info.position)  # type: ignore[misc]
             .values_list("details", flat=True)
             .first()
         )
@@ -88,7 +87,9 @@ class Attempt:
             self.api, self.task, run, self.task.backend, records=self.records
         )
         if self.own_run:
-            self.api.task_started.send(sender=type(self.task.get_backend()), task_result=self.result)
+            self.api.task_started.send(
+                sender=type(self.task.get_backend()), task_result=self.result
+            )
 
     def failed(self, exc: BaseException) -> None:
         self.records[-1]["error"] = {

@@ -41,7 +41,12 @@ def _check_duration(api: Api, name: str, value: Any, *, allow_zero: bool = True)
         seconds = float(value)
     else:
         raise api.InvalidTask(f"{name} must be a timedelta or seconds, got {value!r:.100}")
-    if math.isnan(seconds) or math.isinf(seconds) or seconds < 0 or (not allow_zero and not seconds):
+    if (
+        math.isnan(seconds)
+        or math.isinf(seconds)
+        or seconds < 0
+        or (not allow_zero and not seconds)
+    ):
         raise api.InvalidTask(f"{name} must be a finite, non-negative duration, got {value!r:.100}")
 
 

@@ -23,7 +23,7 @@ from django.db.models import F
 
 from weft_django.clock import now_ms
 from weft_django.conf import get_settings
-from weft_django.engine.definitions import get_workflow
+from weft_django.engine.definitions import get_workflow, workflow_name_of
 from weft_django.engine.operations import signal
 from weft_django.engine.operations.signal_with_start import signal_with_start
 from weft_django.engine.payload import normalize
@@ -140,11 +140,14 @@ def create_schedule(
     end_at: datetime | None = None,
     paused: bool = False,
 ) -> dict[str, Any]:
-    """Create a schedule; its driver starts at once. ``describe_schedule``'s dict."""
+    """Create a schedule; its driver starts at once. ``describe_schedule``'s dict.
+
+    ``workflow``: a name, an ``@workflow`` function or a Django task of a
+    ``WeftTaskBackend`` (its input: ``{"args": [...], "kwargs": {...}}``)."""
     spec = validated(
         schedule_id,
         {
-            "workflow": workflow,
+            "workflow": workflow_name_of(workflow),
             "input": input,
             "cron": cron,
             "every": every,
