@@ -72,3 +72,9 @@ def slow_marked(context, marker_dir, seconds):
     Path(marker_dir, f"attempt-{context.attempt}-{os.getpid()}").write_text("started")
     time.sleep(seconds)
     return {"attempt": context.attempt, "pid": os.getpid()}
+
+
+@task(timeout=timedelta(milliseconds=200))
+def too_slow(seconds):
+    time.sleep(seconds)
+    return "late"

@@ -6,6 +6,7 @@ engine of ``weft_env`` and reads the ``TaskResult`` back from storage.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -267,3 +268,56 @@ def test_a_schedule_may_start_a_task(weft_env):
     weft_env.run_until_idle()
     result = tasks.add.get_result(workflow_id)
     assert result.status == Status.SUCCESSFUL and result.return_value == 42
+
+
+def test_aenqueue_and_aget_result(weft_env):
+    from asgiref.sync import async_to_sync
+
+    async def enqueue():
+        return await tasks.add.aenqueue(5, 6)
+
+    result = async_to_sync(enqueue)()
+    weft_env.run_until_idle()
+
+    async def read():
+        found = await tasks.add.aget_result(result.id)
+        await result.arefresh()
+        return found
+
+    found = async_to_sync(read)()
+    assert found.return_value == 11 and result.return_value == 11
+
+
+def test_a_timed_out_attempt_is_a_timeout_error(weft_env):
+    result = tasks.too_slow.enqueue(2)
+    weft_env.run_until_idle()
+    result.refresh()
+    assert result.status == Status.FAILED
+    assert result.attempts == 1
+    assert [e.exception_class for e in result.errors] == [TimeoutError], json.dumps(
+        WorkflowRun.objects.get(workflow_id=result.id).error
+    )
+
+
+def test_the_backend_says_what_it_supports():
+    backend = API.task_backends["default"]
+    assert type(backend).__name__ == "WeftTaskBackend"
+    assert backend.supports_defer and backend.supports_async_task
+    assert backend.supports_get_result and backend.supports_priority
+    assert backend.api is API
+
+
+def test_the_system_check_names_an_undeclared_queue():
+    from weft_django.tasks.checks import check_tasks_settings
+
+    with override_settings(
+        TASKS={
+            "default": {
+                "BACKEND": "weft_django.tasks.WeftTaskBackend",
+                "QUEUES": ["default", "reports"],
+            }
+        }
+    ):
+        errors = check_tasks_settings()
+    assert [e.id for e in errors] == ["weft.E060"]
+    assert "'reports'" in errors[0].msg

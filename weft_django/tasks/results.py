@@ -104,8 +104,9 @@ def errors_of(api: Api, run: WorkflowRun, records: list[dict[str, Any]]) -> list
                 )
         elif run.status in ("failed", "timed_out"):
             run_error = run.error if isinstance(run.error, dict) else {}
-            kind = str(run_error.get("kind") or "")
-            message = str(run_error.get("message") or run.error)
+            fields = run_error.get("fields") if isinstance(run_error.get("fields"), dict) else {}
+            kind = str(fields.get("kind") or run_error.get("kind") or "")
+            message = str(fields.get("message") or run_error.get("message") or run.error)
             if kind == "timeout" or run.status == "timed_out":
                 errors.append(_error(api, "builtins.TimeoutError", message))
             else:
