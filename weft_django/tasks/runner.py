@@ -91,7 +91,15 @@ class Attempt:
                 sender=type(self.task.get_backend()), task_result=self.result
             )
 
+    def abandoned(self) -> bool:
+        """The engine gave this attempt up (its timeout, a cancel, a lost claim): its
+        outcome is dropped, so it records nothing and signals nothing."""
+        control = self.info.control
+        return control is not None and control.cancelled
+
     def failed(self, exc: BaseException) -> None:
+        if self.abandoned():
+            return
         self.records[-1]["error"] = {
             "exception_class_path": exception_path(exc),
             "traceback": exception_traceback(exc)[-TRACEBACK_CHARS:],
@@ -105,7 +113,7 @@ class Attempt:
             self._finish("FAILED", errors=errors)
 
     def succeeded(self, value: Any) -> None:
-        if self.own_run:
+        if self.own_run and not self.abandoned():
             object.__setattr__(self.result, "_return_value", value)
             self._finish("SUCCESSFUL")
 
