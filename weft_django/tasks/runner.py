@@ -86,6 +86,9 @@ class Attempt:
         self.result = build_result(
             self.api, self.task, run, self.task.backend, records=self.records
         )
+        if not self.own_run:  # a workflow's activity: the call's own arguments
+            object.__setattr__(self.result, "args", self.api.normalize_json(list(self.args)))
+            object.__setattr__(self.result, "kwargs", self.api.normalize_json(self.kwargs))
         if self.own_run:
             self.api.task_started.send(
                 sender=type(self.task.get_backend()), task_result=self.result
