@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -78,3 +79,15 @@ def slow_marked(context, marker_dir, seconds):
 def too_slow(seconds):
     time.sleep(seconds)
     return "late"
+
+
+#: Set by a test to let ``waits`` return (in-process engine tests only).
+RELEASE = threading.Event()
+STARTED = threading.Event()
+
+
+@task()
+def waits():
+    STARTED.set()
+    RELEASE.wait(30)
+    return "finished"

@@ -321,3 +321,42 @@ def test_the_system_check_names_an_undeclared_queue():
         errors = check_tasks_settings()
     assert [e.id for e in errors] == ["weft.E060"]
     assert "'reports'" in errors[0].msg
+
+
+def test_cancel_of_a_running_task_fails_it_and_drops_its_result(weft_env):
+    import threading
+
+    tasks.STARTED.clear()
+    tasks.RELEASE.clear()
+    finished = []
+
+    def on_finished(sender, task_result, **kwargs):
+        finished.append(str(task_result.status))
+
+    result = tasks.waits.enqueue()
+
+    def cancel_when_started():
+        from django.db import connections
+
+        try:
+            assert tasks.STARTED.wait(30)
+            client.cancel(result.id, reason="operator")
+        finally:
+            tasks.RELEASE.set()  # the abandoned thread returns; its value is dropped
+            connections.close_all()
+
+    canceller = threading.Thread(target=cancel_when_started)
+    canceller.start()
+    API.task_finished.connect(on_finished)
+    try:
+        weft_env.run_until_idle()
+        canceller.join(30)
+        weft_env.run_until_idle()
+    finally:
+        API.task_finished.disconnect(on_finished)
+    result.refresh()
+    assert result.status == Status.FAILED
+    assert result.attempts == 1
+    assert result.errors[-1].exception_class_path == "weft_django.errors.WorkflowCancelled"
+    assert "operator" in result.errors[-1].traceback
+    assert "SUCCESSFUL" not in finished

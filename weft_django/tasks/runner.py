@@ -100,6 +100,19 @@ class Attempt:
         control = self.info.control
         return control is not None and control.cancelled
 
+    def still_owned(self) -> bool:
+        """The claim is still at this attempt's epoch: a cancel, suspend, timeout or
+        takeover since the attempt began rotated it, and the outcome will be refused
+        (one read, before ``task_finished`` is sent)."""
+        info, settings = self.info, get_settings()
+        if settings.ownership != "workflow-lease":  # no per-workflow claim to look at
+            return True
+        return (
+            WorkflowClaim.objects.using(settings.database)
+            .filter(pk=info.workflow_id, epoch=info.epoch)
+            .exists()
+        )
+
     def failed(self, exc: BaseException) -> None:
         if self.abandoned():
             return
@@ -111,12 +124,13 @@ class Attempt:
         if not self.own_run:
             return
         definition = get_activity(self.name)
-        if isinstance(exc, definition.non_retryable) or self.info.attempt > definition.retries:
+        final = isinstance(exc, definition.non_retryable) or self.info.attempt > definition.retries
+        if final and self.still_owned():
             errors = [*self.result.errors, self.api.TaskError(**self.records[-1]["error"])]
             self._finish("FAILED", errors=errors)
 
     def succeeded(self, value: Any) -> None:
-        if self.own_run and not self.abandoned():
+        if self.own_run and not self.abandoned() and self.still_owned():
             object.__setattr__(self.result, "_return_value", value)
             self._finish("SUCCESSFUL")
 
