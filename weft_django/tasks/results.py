@@ -104,7 +104,8 @@ def errors_of(api: Api, run: WorkflowRun, records: list[dict[str, Any]]) -> list
                 )
         elif run.status in ("failed", "timed_out"):
             run_error = run.error if isinstance(run.error, dict) else {}
-            fields = run_error.get("fields") if isinstance(run_error.get("fields"), dict) else {}
+            found = run_error.get("fields")
+            fields: dict[str, Any] = found if isinstance(found, dict) else {}
             kind = str(fields.get("kind") or run_error.get("kind") or "")
             message = str(fields.get("message") or run_error.get("message") or run.error)
             if kind == "timeout" or run.status == "timed_out":
