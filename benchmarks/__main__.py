@@ -33,7 +33,18 @@ BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", 
 #: ``many_engines``: idle cost per engine at 1 and 50 engines, and the spread
 #: of a burst across them (issue #21; boots 2 × 51 engine processes).
 #: ``scale``: eight operations at 100,000 parked workflows against 1,000 (issue #21).
-EXTRA = ("memory", "updates", "events", "queues", "replay_check", "bulk", "many_engines", "scale")
+#: ``tasks``: Django tasks through WeftTaskBackend against django-tasks-db (issue #37).
+EXTRA = (
+    "memory",
+    "updates",
+    "events",
+    "queues",
+    "replay_check",
+    "bulk",
+    "many_engines",
+    "scale",
+    "tasks",
+)
 
 
 def wait_for_load(max_load: float, max_wait: float) -> list[float]:

@@ -127,6 +127,10 @@ if os.environ.get("WEFT_QUEUES"):
 if os.environ.get("WEFT_TURN_MAX_FAILURES"):
     WEFT["TURN_MAX_FAILURES"] = int(os.environ["WEFT_TURN_MAX_FAILURES"])
 
+# Django's Tasks framework on weft (docs/howto/django-tasks.md): django.tasks on
+# Django >= 6.0, the django-tasks backport on 5.2; both read this one setting.
+TASKS = {"default": {"BACKEND": "weft_django.tasks.WeftTaskBackend", "QUEUES": ["default"]}}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -32,6 +32,9 @@ class WeftConfig(AppConfig):
 
         autodiscover()
         install_wake_backends()
+        from weft_django import tasks  # Django tasks: late registration, weft.E060/E061
+
+        tasks.install()
         self._register_metrics_collector()
 
     @staticmethod

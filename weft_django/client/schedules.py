@@ -25,6 +25,7 @@ from weft_django.engine.operations import signal
 from weft_django.engine.operations.start import start_run
 from weft_django.engine.schedules import rows
 from weft_django.engine.schedules.ticking import spec_of
+from weft_django.engine.workflow.definitions import workflow_name_of
 from weft_django.errors import (
     InvalidArgumentError,
     InvalidTransitionError,
@@ -48,7 +49,7 @@ MAX_BACKFILL_TICKS = 1000
 
 def create_schedule(
     schedule_id: str,
-    workflow: str,
+    workflow: Any,
     input: Any = None,
     *,
     cron: str | None = None,
@@ -61,11 +62,14 @@ def create_schedule(
     end_at: datetime | None = None,
     paused: bool = False,
 ) -> dict[str, Any]:
-    """Create a schedule; its driver starts at once. ``describe_schedule``'s dict."""
+    """Create a schedule; its driver starts at once. ``describe_schedule``'s dict.
+
+    ``workflow``: a name, an ``@workflow`` function or a Django task of a
+    ``WeftTaskBackend`` (its input: ``{"args": [...], "kwargs": {...}}``)."""
     spec = rows.validated(
         schedule_id,
         {
-            "workflow": workflow,
+            "workflow": workflow_name_of(workflow),
             "input": input,
             "cron": cron,
             "every": every,

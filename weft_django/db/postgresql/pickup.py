@@ -56,14 +56,15 @@ class PickupStatements:
     def lock_pending_claims_skip_locked(
         self, using: str, now_ms: int, excluded_queues: Sequence[str], limit: int
     ) -> dict[str, ClaimRow]:
-        """Step 1: the claim rows of up to ``limit`` due pending runs (oldest
-        first), ensured and locked without waiting for a locked row."""
+        """Step 1: the claim rows of up to ``limit`` due pending runs (highest
+        priority first, then oldest), ensured and locked without waiting for a locked row."""
         runs, claims = table(WorkflowRun, using), table(WorkflowClaim, using)
 
         def build() -> str:
             return (
                 f"WITH cand AS (SELECT workflow_id FROM {runs} "
-                f"WHERE {_due_filter(excluded_queues)} ORDER BY created_at LIMIT %s), "
+                f"WHERE {_due_filter(excluded_queues)} "
+                "ORDER BY priority DESC, created_at LIMIT %s), "
                 f"ins AS (INSERT INTO {claims} (workflow_id, epoch) "
                 "SELECT DISTINCT workflow_id, 0 FROM cand ORDER BY 1 "
                 f"ON CONFLICT DO NOTHING RETURNING {CLAIM_COLUMNS}), "
@@ -100,7 +101,7 @@ class PickupStatements:
             only = " AND workflow_id = ANY(%s)" if workflow_ids is not None else ""
             return (
                 f"SELECT {columns} FROM {runs} WHERE {_due_filter(excluded_queues)}{only} "
-                "ORDER BY created_at LIMIT %s FOR UPDATE SKIP LOCKED"
+                "ORDER BY priority DESC, created_at LIMIT %s FOR UPDATE SKIP LOCKED"
             )
 
         key = ("runs" if workflow_ids is None else "runs-of", using, bool(excluded_queues))

@@ -50,7 +50,8 @@ logger = logging.getLogger("weft_django.engine")
 
 
 def pending_due(engine: TurnHost, *, queued: bool = False) -> Any:
-    """The pending runs due now, oldest first (``start_at`` in the past or none).
+    """The pending runs due now, highest ``priority`` first, then oldest first
+    (``start_at`` in the past or none).
 
     The runs of a declared queue are admitted by ``engine.queues`` instead
     (``queued=True``: every pending run, for it to filter)."""
@@ -59,7 +60,7 @@ def pending_due(engine: TurnHost, *, queued: bool = False) -> Any:
         WorkflowRun.objects.using(engine.settings.database)
         .filter(status="pending")
         .filter(Q(start_at__isnull=True) | Q(start_at__lte=now))
-        .order_by("created_at")
+        .order_by("-priority", "created_at")
     )
     if engine.settings.queues and not queued:
         due = due.exclude(queue__in=list(engine.settings.queues))

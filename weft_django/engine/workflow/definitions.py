@@ -133,6 +133,22 @@ class WorkflowRegistry:
 registry = WorkflowRegistry()
 """The default registry, filled by ``@workflow`` and ``@activity``."""
 
+#: Late registration: callables ``resolver(target) -> name | None`` asked for a
+#: workflow or activity this registry does not know (a name, or an object that
+#: is no decorated function). A resolver that recognises ``target`` registers
+#: the workflow and/or activity it stands for and returns its name. Django
+#: tasks use it (``weft_django.tasks``): a task's run is a workflow named by
+#: the task's module path, registered in whichever process first meets it.
+resolvers: list[Callable[[Any], str | None]] = []
+
+
+def _resolve(target: Any) -> str | None:
+    for resolver in list(resolvers):
+        name = resolver(target)
+        if name is not None:
+            return name
+    return None
+
 
 def workflow(
     name: str | None = None,
@@ -340,11 +356,28 @@ def get_workflow(name: str) -> WorkflowDefinition:
     try:
         return registry.workflows[name]
     except KeyError:
+        if resolvers and _resolve(name) is not None and name in registry.workflows:
+            return registry.workflows[name]
         raise UnknownWorkflowType(name) from None
 
 
+def workflow_name_of(target: Any) -> Any:
+    """The workflow name ``target`` stands for: a name, an ``@workflow`` function, or
+    an object a resolver registers (a Django task); anything else unchanged (the
+    caller's validation names it)."""
+    if isinstance(target, str):
+        return target
+    name = getattr(target, "__weft_workflow__", None)
+    if isinstance(name, str):
+        return name
+    resolved = _resolve(target) if resolvers else None
+    return resolved if resolved is not None and resolved in registry.workflows else target
+
+
 def has_workflow(name: str) -> bool:
-    return name in registry.workflows
+    if name in registry.workflows:
+        return True
+    return bool(resolvers) and _resolve(name) is not None and name in registry.workflows
 
 
 def workflow_names() -> list[str]:
@@ -357,12 +390,17 @@ def activity_definition(target: Any) -> ActivityDefinition | None:
     if isinstance(definition, ActivityDefinition):
         return definition
     if isinstance(target, str):
-        return registry.activities.get(target)
-    return None
+        found = registry.activities.get(target)
+        if found is not None or not resolvers:
+            return found
+    name = _resolve(target) if resolvers else None
+    return registry.activities.get(name) if name is not None else None
 
 
 def get_activity(name: str) -> ActivityDefinition:
     definition = registry.activities.get(name)
+    if definition is None and resolvers and _resolve(name) is not None:
+        definition = registry.activities.get(name)
     if definition is None:
         raise LookupError(
             f"activity {name!r} is not registered in this process; is the module that "
