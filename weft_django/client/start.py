@@ -52,11 +52,15 @@ def start(
     queue: str | None = None,
     priority: int = 0,
     concurrency_key: str | None = None,
+    fairness_key: str | None = None,
+    fairness_weight: int | None = None,
 ) -> WorkflowHandle:
     """Write a ``pending`` run; an engine picks it up. Nothing is claimed here.
 
     ``queue`` (default: the workflow's ``@workflow(queue=...)``),
-    ``priority`` and ``concurrency_key``: flow control (``engine.queues``).
+    ``priority`` and ``concurrency_key``: flow control (``engine.queues``);
+    ``fairness_key`` (default: the concurrency key) and ``fairness_weight``
+    (admissions per round, default 1): a ``fair`` queue's round robin.
     Traced as ``weft.start <name>`` (``engine.tracing``): its context is the
     run's ``trace_context``, written by the insert itself."""
     with tracing.start_span(name, source="client", workflow_id=workflow_id) as span:
@@ -72,6 +76,8 @@ def start(
             queue=queue,
             priority=priority,
             concurrency_key=concurrency_key,
+            fairness_key=fairness_key,
+            fairness_weight=fairness_weight,
         )
         run, _created = starting.start(new)
         handle = WorkflowHandle(run.workflow_id, str(run.pk))
@@ -95,6 +101,8 @@ def _checked(
     queue: str | None,
     priority: int,
     concurrency_key: str | None,
+    fairness_key: str | None = None,
+    fairness_weight: int | None = None,
 ) -> starting.NewRun:
     """``start``'s arguments, checked in order; nothing is written."""
     new = starting.new_run(
@@ -104,6 +112,8 @@ def _checked(
         queue=queue,
         priority=priority,
         concurrency_key=concurrency_key,
+        fairness_key=fairness_key,
+        fairness_weight=fairness_weight,
     )
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str)

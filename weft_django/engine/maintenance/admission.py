@@ -19,6 +19,7 @@ from weft_django import db as store
 from weft_django.engine.handoff import Handoff, as_committed
 from weft_django.engine.host import TurnHost
 from weft_django.engine.maintenance.pickup import announce_started, pending_due, pickup_parts
+from weft_django.engine.queues.fair import fair_ids
 from weft_django.engine.queues.flow import room_left, slot_cache
 from weft_django.kernel.queue_spec import QueueSpec
 from weft_django.models import QueueSlot, WorkflowRun
@@ -78,21 +79,31 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
             return []
         candidates = pending_due(engine, queued=True).filter(queue=spec.name)
         candidates = candidates.order_by("-priority", "created_at")
-        extra = 50 if spec.per_key_concurrency is not None else 0
+        extra = 50 if spec.per_key_concurrency is not None or spec.per_key_rate else 0
+        fair = fair_ids(spec, candidates, db, room + min(extra, 10), per_key) if spec.fair else None
         if vendor.supports_skip_locked:
             # Claims before runs (docs/reference/lock-order.md): the
             # candidates read unlocked, their claims ensured and locked
             # without waiting for a held row, then their runs the same way.
-            ids = list(candidates.values_list("workflow_id", flat=True)[: room + extra])
+            if fair is not None:
+                ids = fair
+            else:
+                ids = list(candidates.values_list("workflow_id", flat=True)[: room + extra])
             if not ids:
                 return []
             rows = vendor.lock_claims_skip_locked(db, ids)
             snapshots = {w: ClaimSnapshot(w, *row) for w, row in rows.items()}
             held = candidates.filter(workflow_id__in=list(rows))
             runs = list(held.select_for_update(skip_locked=True)[: room + extra])
+        elif fair is not None:
+            runs = list(candidates.filter(workflow_id__in=fair))
+            snapshots = {r.workflow_id: registry.read(r.workflow_id) for r in runs}
         else:
             runs = list(candidates[: room + extra])
             snapshots = {r.workflow_id: registry.read(r.workflow_id) for r in runs}
+        if fair is not None:
+            order = {w: n for n, w in enumerate(fair)}
+            runs.sort(key=lambda r: order.get(r.workflow_id, len(order)))
         if not runs:
             return []
         conditions: list[Condition] = []
@@ -122,6 +133,7 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
                 epoch=fold.transition.epoch,
                 run_id=run.pk,
                 concurrency_key=key,
+                fairness_key=run.fairness_key,
                 # The acquire's own instant (its ClaimEvent's), never before the
                 # rate check's ``now``: later admitters count the slot at least
                 # that long, so no window of the rate holds more than R stamps.
