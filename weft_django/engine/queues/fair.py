@@ -25,6 +25,7 @@ from typing import Any
 
 from django.db.models import Count, Max, Min, Q
 
+from weft_django.engine.queues.flow import key_has_room
 from weft_django.kernel.queue_spec import QueueSpec
 from weft_django.models import QueueSlot
 
@@ -61,7 +62,12 @@ def _turn(history: list[int], weight: int) -> int:
 
 
 def fair_ids(
-    spec: QueueSpec, candidates: Any, db: str, want: int, per_key: dict[str, int]
+    spec: QueueSpec,
+    candidates: Any,
+    db: str,
+    want: int,
+    per_key: dict[str, int],
+    key_recent: dict[str, int] | None = None,
 ) -> list[str]:
     """Up to ``want`` workflow ids of ``candidates`` (pending runs of ``spec``),
     in the fair admission order (see the module doc)."""
@@ -81,8 +87,8 @@ def fair_ids(
         return []
     history = _history(spec, db, set(weights))
     turns = {k: _turn(history[k], w) for k, w in weights.items()}
-    cap = spec.per_key_concurrency
     used = dict(per_key)
+    rated = dict(key_recent or {})
     picks: list[tuple[int, Any, Any]] = []
     tick = 0
     for priority in sorted(levels, reverse=True):
@@ -98,7 +104,7 @@ def fair_ids(
                 (
                     g
                     for g in key.groups
-                    if g[1] > 0 and (g[0] is None or cap is None or used.get(g[0], 0) < cap)
+                    if g[1] > 0 and (g[0] is None or key_has_room(spec, used, rated, g[0]))
                 ),
                 None,
             )
@@ -107,6 +113,7 @@ def fair_ids(
             group[1] -= 1
             if group[0] is not None:
                 used[group[0]] = used.get(group[0], 0) + 1
+                rated[group[0]] = rated.get(group[0], 0) + 1
             picks.append((priority, fkey, group[0]))
             tick += 1
             history[fkey].insert(0, 2**62 + tick)  # admitted now, after every recorded one
