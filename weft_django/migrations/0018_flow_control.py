@@ -1,4 +1,5 @@
-"""Fair queues: a run's fairness key and weight, and the key of each slot."""
+"""Fair queues: a run's fairness key and weight, and the key of each slot; the
+``terminated`` status (``on_conflict="terminate-existing"``)."""
 
 from django.db import migrations, models
 
@@ -7,6 +8,26 @@ class Migration(migrations.Migration):
     dependencies = [("weft", "0017_scale_indexes")]
 
     operations = [
+        migrations.AlterField(
+            model_name="workflowrun",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("pending", "pending"),
+                    ("running", "running"),
+                    ("parked", "parked"),
+                    ("suspended", "suspended"),
+                    ("completed", "completed"),
+                    ("failed", "failed"),
+                    ("cancelled", "cancelled"),
+                    ("timed_out", "timed_out"),
+                    ("terminated", "terminated"),
+                ],
+                db_index=True,
+                default="pending",
+                max_length=16,
+            ),
+        ),
         migrations.AddField(
             model_name="workflowrun",
             name="fairness_key",

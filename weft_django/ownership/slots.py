@@ -106,7 +106,7 @@ def key_rate_usage(spec: QueueSpec, db: str, now_ms: int) -> dict[str, int]:
         .annotate(n=Count("id"))
         .order_by()
     )
-    return {row["concurrency_key"]: row["n"] for row in rows}
+    return {str(row["concurrency_key"]): row["n"] for row in rows}
 
 
 #: How long past the rate window a released slot is kept before a sweep may

@@ -82,6 +82,19 @@ def suspend_spec(reason: str = "") -> StopSpec:
     )
 
 
+def terminate_spec(reason: str = "") -> StopSpec:
+    """``on_conflict="terminate-existing"``: end the live run ``terminated``,
+    its live descendants cancelled in the same batch, as a cancel would."""
+    return StopSpec(
+        "terminate",
+        frozenset(LIVE_STATUSES),
+        "terminated",
+        {"type": "Terminated", "message": reason or "terminated"},
+        reason or "terminate",
+        cascade=True,
+    )
+
+
 TIMEOUT = StopSpec(
     "timeout",
     frozenset(LIVE_STATUSES),
@@ -349,5 +362,6 @@ __all__ = [
     "run_stop",
     "suspend",
     "suspend_spec",
+    "terminate_spec",
     "timeout",
 ]
