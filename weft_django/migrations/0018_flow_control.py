@@ -1,5 +1,6 @@
 """Fair queues: a run's fairness key and weight, and the key of each slot; the
-``terminated`` status (``on_conflict="terminate-existing"``)."""
+``terminated`` status (``on_conflict="terminate-existing"``); the queues an
+engine serves (``weft_worker --queues``)."""
 
 from django.db import migrations, models
 
@@ -8,6 +9,11 @@ class Migration(migrations.Migration):
     dependencies = [("weft", "0017_scale_indexes")]
 
     operations = [
+        migrations.AddField(
+            model_name="enginerecord",
+            name="queues",
+            field=models.JSONField(blank=True, null=True),
+        ),
         migrations.AlterField(
             model_name="workflowrun",
             name="status",

@@ -22,6 +22,7 @@ from weft_django.engine.host import TurnHost
 from weft_django.engine.maintenance.pickup import announce_started, pending_due, pickup_parts
 from weft_django.engine.queues.fair import fair_ids
 from weft_django.engine.queues.flow import key_has_room, room_left, slot_cache
+from weft_django.engine.queues.serving import served_specs
 from weft_django.kernel.queue_spec import QueueSpec
 from weft_django.models import QueueSlot, WorkflowRun
 from weft_django.ownership.batch import is_retryable
@@ -38,7 +39,7 @@ SWEEP_CHANCE = 0.2
 
 def admit_pending(engine: TurnHost, limit: int) -> list[Handoff]:
     """Admit pending runs of every declared queue, up to ``limit`` in all."""
-    queues = engine.settings.queues
+    queues = served_specs(engine, engine.settings.queues)
     if not queues or engine.registry is None or limit <= 0:
         return []
     db = engine.settings.database
