@@ -19,6 +19,7 @@ from django.utils import timezone
 from weft_django.engine import signals as weft_signals
 from weft_django.engine import tracing
 from weft_django.engine.journal import bump_parent
+from weft_django.engine.queues.freed import announce_slot_freed
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.runs.metrics import record_run_end
 from weft_django.engine.turn.child import cancel_abandoned_children
@@ -108,6 +109,7 @@ def stop(
         )
     cancel_abandoned_children(turn)
     announce(Wake("finished", str(run.pk), turn.db, wid))
+    announce_slot_freed(run.queue, turn.db)
     if run.parent_id is not None and status != "suspended":
         # A suspended child does not wake its parent: it has not ended.
         announce(Wake("child-completion", str(run.parent_id), turn.db))
