@@ -55,6 +55,7 @@ def test_status_json_has_the_numbers(populated: Populated) -> None:
         "failed": 1,
         "cancelled": 0,
         "timed_out": 0,
+        "terminated": 0,
     }
     assert data["claims_per_engine"] == {populated.engine_id: 2}
     assert data["claims_held"] == 2

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 from django.core import checks
 
-from weft_django.checks.queues import check_queues
+from weft_django.checks.queues import check_queues, check_unserved_queues
 from weft_django.checks.replay import check_live_runs_replay
 from weft_django.checks.routing import check_routed_activities
 from weft_django.checks.settings import check_database, check_weft_settings
 
 checks.register("weft")(check_weft_settings)
 checks.register("weft")(check_queues)
+checks.register("weft", deploy=True)(check_unserved_queues)
 checks.register("weft")(check_routed_activities)
 checks.register("weft", "weft_replay", deploy=True)(check_live_runs_replay)
 

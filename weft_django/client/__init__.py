@@ -53,6 +53,7 @@ from weft_django.client.bulk import (
     resume_many,
     retry_many,
 )
+from weft_django.client.debounce import adebounce, debounce
 from weft_django.client.handle import WorkflowHandle, aget_handle, get_handle
 from weft_django.client.published import (
     aget_event,
@@ -100,6 +101,7 @@ __all__ = [
     "acomplete_async_activity_by_hash",
     "acount_runs",
     "acreate_schedule",
+    "adebounce",
     "adelete_schedule",
     "adescribe_schedule",
     "afail_async_activity",
@@ -134,6 +136,7 @@ __all__ = [
     "complete_async_activity_by_hash",
     "count_runs",
     "create_schedule",
+    "debounce",
     "delete_schedule",
     "describe_schedule",
     "fail_async_activity",

@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from weft_django.client.aio import asyncify
 from weft_django.client.handle import WorkflowHandle
 from weft_django.engine import tracing
 from weft_django.engine.operations import signal_with_start as sws
 from weft_django.engine.operations import start as starting
+from weft_django.engine.operations.conflict import ON_CONFLICT, OnConflict, start_with_policy
 from weft_django.errors import InvalidArgumentError
 from weft_django.kernel.clock import now_ms
 from weft_django.kernel.durations import to_ms
@@ -48,15 +49,24 @@ def start(
     start_after: timedelta | float | None = None,
     start_at: datetime | None = None,
     execution_timeout: timedelta | float | None = None,
-    on_conflict: Literal["error", "start-new"] = "error",
+    on_conflict: OnConflict = "error",
     queue: str | None = None,
     priority: int = 0,
     concurrency_key: str | None = None,
+    fairness_key: str | None = None,
+    fairness_weight: int | None = None,
 ) -> WorkflowHandle:
     """Write a ``pending`` run; an engine picks it up. Nothing is claimed here.
 
+    ``on_conflict`` (a run of ``workflow_id`` exists): ``"error"`` (a live or
+    a finished one), ``"start-new"`` (after a finished one), ``"use-existing"``
+    (a live one's handle is returned, else a new run), ``"terminate-existing"``
+    (a live one ends ``terminated``, its children cancelled, then the new run).
+
     ``queue`` (default: the workflow's ``@workflow(queue=...)``),
-    ``priority`` and ``concurrency_key``: flow control (``engine.queues``).
+    ``priority`` and ``concurrency_key``: flow control (``engine.queues``);
+    ``fairness_key`` (default: the concurrency key) and ``fairness_weight``
+    (admissions per round, default 1): a ``fair`` queue's round robin.
     Traced as ``weft.start <name>`` (``engine.tracing``): its context is the
     run's ``trace_context``, written by the insert itself."""
     with tracing.start_span(name, source="client", workflow_id=workflow_id) as span:
@@ -72,8 +82,10 @@ def start(
             queue=queue,
             priority=priority,
             concurrency_key=concurrency_key,
+            fairness_key=fairness_key,
+            fairness_weight=fairness_weight,
         )
-        run, _created = starting.start(new)
+        run, _created = start_with_policy(new, on_conflict)
         handle = WorkflowHandle(run.workflow_id, str(run.pk))
         tracing.annotate(span, workflow_id=handle.workflow_id, run_id=handle.run_id)
         return handle
@@ -91,10 +103,12 @@ def _checked(
     start_after: timedelta | float | None,
     start_at: datetime | None,
     execution_timeout: timedelta | float | None,
-    on_conflict: Literal["error", "start-new"],
+    on_conflict: OnConflict,
     queue: str | None,
     priority: int,
     concurrency_key: str | None,
+    fairness_key: str | None = None,
+    fairness_weight: int | None = None,
 ) -> starting.NewRun:
     """``start``'s arguments, checked in order; nothing is written."""
     new = starting.new_run(
@@ -104,6 +118,8 @@ def _checked(
         queue=queue,
         priority=priority,
         concurrency_key=concurrency_key,
+        fairness_key=fairness_key,
+        fairness_weight=fairness_weight,
     )
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str)
@@ -115,9 +131,11 @@ def _checked(
             "idempotency_key must be a string of 1 to 255 characters (no NUL, no lone "
             f"surrogate), got {idempotency_key!r:.300}",
         )
-    if on_conflict not in ("error", "start-new"):
+    if on_conflict not in ON_CONFLICT:
         raise InvalidArgumentError(
-            "on_conflict", f"on_conflict must be 'error' or 'start-new', got {on_conflict!r:.100}"
+            "on_conflict",
+            f"on_conflict must be one of {', '.join(map(repr, ON_CONFLICT))}, "
+            f"got {on_conflict!r:.100}",
         )
     if start_at is not None and start_after is not None:
         raise InvalidArgumentError("start_at", "give start_at or start_after, not both")

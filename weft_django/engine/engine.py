@@ -70,6 +70,10 @@ def new_engine_id() -> str:
 class Engine(BackgroundMode, WatchesPresence):
     """One engine: a ``TurnHost`` that drives workflows."""
 
+    #: The queues it admits runs of (``engine.queues.serving``); ``None``: all.
+    #: Set before ``boot`` (``weft_worker --queues``): the record names them.
+    served_queues: frozenset[str] | None = None
+
     def __init__(
         self,
         engine_id: str | None = None,
@@ -197,6 +201,7 @@ class Engine(BackgroundMode, WatchesPresence):
                 transport=self.settings.transport,
                 now_ms=self.now_ms(),
                 presence_key=presence_key,
+                queues=None if self.served_queues is None else sorted(self.served_queues),
             )
         except BaseException:
             if self.presence is not None:  # no record names it: just end the session

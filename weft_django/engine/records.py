@@ -30,6 +30,7 @@ def create_record(
     transport: str,
     now_ms: int,
     presence_key: int | None = None,
+    queues: list[str] | None = None,
 ) -> None:
     """The row of one boot (``started_at`` = ``heartbeat_at`` = ``now_ms``);
     ``presence_key``: the session lock this engine already holds, if any."""
@@ -44,6 +45,7 @@ def create_record(
         started_at=now_ms,
         heartbeat_at=now_ms,
         presence_key=presence_key,
+        queues=queues,
     )
 
 

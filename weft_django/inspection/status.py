@@ -30,6 +30,7 @@ from weft_django.models import (
 from weft_django.models.querysets import alive_engines_q, alive_window_ms
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 
+from .queues import unserved_queues
 from .rules import engine_is_alive, takeover_grace_ms
 
 #: Claims of one engine counted exactly before the estimate takes over.
@@ -172,6 +173,8 @@ class ClusterStatus:
     totals: ClaimMetricsSnapshot = field(default_factory=ClaimMetricsSnapshot)
     #: The counts above their cap, given as estimates (``db.counting``), by key path.
     estimated: tuple[str, ...] = ()
+    #: Queue → pending runs, of the queues no live engine serves (``inspection.queues``).
+    unserved_queues: dict[str, int] = field(default_factory=dict)
 
     @property
     def alive_engines(self) -> list[EngineStatus]:
@@ -190,6 +193,8 @@ class ClusterStatus:
             found.append("no engine is alive")
         if self.due_timer_lag_s > max_lag_s:
             found.append(f"due timers lag {self.due_timer_lag_s:.1f} s (more than {max_lag_s:g} s)")
+        for queue, waiting in sorted(self.unserved_queues.items()):
+            found.append(f"queue {queue!r} has {waiting} waiting run(s) no live engine serves")
         return found
 
     def to_json(self, max_lag_s: float | None = None) -> dict[str, Any]:
@@ -208,6 +213,7 @@ class ClusterStatus:
             "due_timer_lag_s": round(self.due_timer_lag_s, 3),
             "metrics": self.totals.to_json(),
             "estimated_counts": list(self.estimated),
+            "unserved_queues": dict(self.unserved_queues),
         }
         if max_lag_s is not None:
             problems = self.problems(max_lag_s)
@@ -293,6 +299,7 @@ def cluster_status(
         due_timers=n_due,
         due_timer_lag_s=float(lag_s),
         totals=totals,
+        unserved_queues=unserved_queues(now, db),
     )
 
 

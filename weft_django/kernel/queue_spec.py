@@ -13,6 +13,13 @@ A queue:
     at most M slots per ``concurrency_key``.
 ``rate`` (``"R/s"``, ``"R/m"``, ``"R/h"``, ``"R/d"`` or ``"R/<seconds>s"``)
     at most R admissions per sliding period, across all engines.
+``per_key_rate`` (a rate, as ``rate``)
+    at most R admissions per sliding period per ``concurrency_key``, across
+    all engines (a run without a key is not limited by it).
+``fair`` (bool, default ``False``)
+    among runs of equal priority, admit the oldest waiting run of the
+    fairness key admitted least recently (round robin across keys, a key of
+    weight w taking w admissions per round) instead of first in, first out.
 ``parked_holds_slot`` (bool, default ``True``)
     a ``parked`` run (waiting on a timer, a signal, a child) keeps its slot;
     ``False``: only ``running`` runs count.
@@ -24,7 +31,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-QUEUE_OPTIONS = ("concurrency", "per_key_concurrency", "rate", "parked_holds_slot")
+QUEUE_OPTIONS = (
+    "concurrency",
+    "per_key_concurrency",
+    "rate",
+    "per_key_rate",
+    "fair",
+    "parked_holds_slot",
+)
 
 _PERIODS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(?:(\d+)\s*)?([smhd])\s*$")
@@ -41,12 +55,21 @@ class QueueSpec:
     #: ``(count, period_ms)``
     rate: tuple[int, int] | None = None
     parked_holds_slot: bool = True
+    #: ``(count, period_ms)`` per concurrency key
+    per_key_rate: tuple[int, int] | None = None
+    fair: bool = False
 
     @property
     def rate_text(self) -> str | None:
         if self.rate is None:
             return None
         return f"{self.rate[0]}/{self.rate[1] // 1000}s"
+
+    @property
+    def per_key_rate_text(self) -> str | None:
+        if self.per_key_rate is None:
+            return None
+        return f"{self.per_key_rate[0]}/{self.per_key_rate[1] // 1000}s"
 
 
 def parse_rate(value: object, *, where: str = "rate") -> tuple[int, int]:
@@ -102,6 +125,18 @@ def parse_queues(value: object) -> tuple[dict[str, QueueSpec], list[str]]:
                 rate = parse_rate(raw["rate"], where=f"WEFT['QUEUES'][{name!r}]['rate']")
             except ValueError as exc:
                 problems.append(str(exc))
+        per_key_rate = None
+        if raw.get("per_key_rate") is not None:
+            try:
+                per_key_rate = parse_rate(
+                    raw["per_key_rate"], where=f"WEFT['QUEUES'][{name!r}]['per_key_rate']"
+                )
+            except ValueError as exc:
+                problems.append(str(exc))
+        fair = raw.get("fair", False)
+        if not isinstance(fair, bool):
+            problems.append(f"WEFT['QUEUES'][{name!r}]['fair'] must be True or False, got {fair!r}")
+            fair = False
         parked = raw.get("parked_holds_slot", True)
         if not isinstance(parked, bool):
             problems.append(
@@ -115,6 +150,8 @@ def parse_queues(value: object) -> tuple[dict[str, QueueSpec], list[str]]:
             per_key_concurrency=_limit(name, raw, "per_key_concurrency", problems),
             rate=rate,
             parked_holds_slot=parked,
+            per_key_rate=per_key_rate,
+            fair=fair,
         )
     return specs, problems
 

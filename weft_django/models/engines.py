@@ -25,6 +25,8 @@ class EngineRecord(models.Model):
     heartbeat_at = models.BigIntegerField()
     stopped_at = models.BigIntegerField(null=True, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
+    #: The queues this engine admits runs of (``weft_worker --queues``); ``None``: all.
+    queues = models.JSONField(null=True, blank=True)
     # The second int4 of this engine's session-level advisory lock
     # (``ownership.presence``); NULL: no session presence (SQLite, lease mode,
     # WEFT["SESSION_PRESENCE"] off, an older engine) -- the TTL path alone.

@@ -35,6 +35,8 @@ class QueueSlot(models.Model):
     epoch = models.BigIntegerField()
     run_id = models.UUIDField()
     concurrency_key = models.CharField(max_length=200, null=True, blank=True)
+    #: The run's fairness key (``engine.queues.fair``: when the key was last admitted).
+    fairness_key = models.CharField(max_length=200, null=True, blank=True)
     #: ``None``: the run's slot; else the activity command's journal position.
     position = models.IntegerField(null=True, blank=True)
     admitted_at = models.BigIntegerField(help_text="engine clock, ms")

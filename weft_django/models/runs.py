@@ -88,6 +88,10 @@ class WorkflowRun(models.Model):
     queue = models.CharField(max_length=100, null=True, blank=True, db_index=True)
     priority = models.IntegerField(default=0)
     concurrency_key = models.CharField(max_length=200, null=True, blank=True)
+    # A ``fair`` queue's round robin (``engine.queues.fair``): the key
+    # (default: the concurrency key) and its admissions per round.
+    fairness_key = models.CharField(max_length=200, null=True, blank=True)
+    fairness_weight = models.IntegerField(default=1)
     # Tracing (the ``otel`` extra): the W3C carrier (``traceparent``,
     # ``tracestate``) of the span that started the run, so an engine or a Celery
     # node on another machine continues the caller's trace. Ids only, never data.

@@ -89,6 +89,26 @@ def usage(spec: QueueSpec, db: str, now_ms: int) -> tuple[int, dict[str, int], i
     return total, per_key, recent
 
 
+def key_rate_usage(spec: QueueSpec, db: str, now_ms: int) -> dict[str, int]:
+    """Admissions per ``concurrency_key`` inside the ``per_key_rate`` window
+    (on the admitter's clock, read under the queue lock like ``usage``)."""
+    if spec.per_key_rate is None:
+        return {}
+    rows = (
+        QueueSlot.objects.using(db)
+        .filter(
+            queue=spec.name,
+            counts_for_rate=True,
+            concurrency_key__isnull=False,
+            admitted_at__gt=now_ms - spec.per_key_rate[1],
+        )
+        .values("concurrency_key")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {str(row["concurrency_key"]): row["n"] for row in rows}
+
+
 #: How long past the rate window a released slot is kept before a sweep may
 #: delete it. Each admitter reads the window on its own clock, and the sweep
 #: runs on the sweeper's: a sweeper whose clock runs ahead by d would delete
@@ -110,7 +130,10 @@ def forget_old(spec: QueueSpec, db: str, now_ms: int) -> int:
     run wakes (``engine.queues``). The rate window reads released rows too.
     It only keeps the live count's scan short; the admission runs it now
     and then, under the queue lock."""
-    window = spec.rate[1] if spec.rate is not None else 0
+    window = max(
+        spec.rate[1] if spec.rate is not None else 0,
+        spec.per_key_rate[1] if spec.per_key_rate is not None else 0,
+    )
     live = live_slots(spec, db).values("pk")
     marked = (
         QueueSlot.objects.using(db)
@@ -167,6 +190,7 @@ __all__ = [
     "carry_on_takeover",
     "forget_old",
     "held_statuses",
+    "key_rate_usage",
     "live_slots",
     "lock_queue",
     "usage",

@@ -3,7 +3,8 @@
 Invariant: a queued run becomes ``running`` only in the ONE fenced batch that
 also writes its claim's acquire and its ``QueueSlot`` at the acquire's new
 epoch, taken under the queue's lock after counting the live slots, the slots
-per ``concurrency_key`` and the admissions inside the rate window -- so no
+per ``concurrency_key`` and the admissions inside the rate windows (the
+queue's and each key's) -- so no
 engine admits past a limit, and a deposed admitter's batch writes nothing.
 """
 
@@ -19,13 +20,15 @@ from weft_django import db as store
 from weft_django.engine.handoff import Handoff, as_committed
 from weft_django.engine.host import TurnHost
 from weft_django.engine.maintenance.pickup import announce_started, pending_due, pickup_parts
-from weft_django.engine.queues.flow import room_left, slot_cache
+from weft_django.engine.queues.fair import fair_ids
+from weft_django.engine.queues.flow import key_has_room, room_left, slot_cache
+from weft_django.engine.queues.serving import served_specs
 from weft_django.kernel.queue_spec import QueueSpec
 from weft_django.models import QueueSlot, WorkflowRun
 from weft_django.ownership.batch import is_retryable
 from weft_django.ownership.fold import ClaimFold, commit_with_claim_fold
 from weft_django.ownership.ops import Condition, Insert, Update, Write
-from weft_django.ownership.slots import forget_old, lock_queue, usage
+from weft_django.ownership.slots import forget_old, key_rate_usage, lock_queue, usage
 from weft_django.ownership.transitions import ClaimSnapshot
 
 logger = logging.getLogger("weft_django.engine")
@@ -36,7 +39,7 @@ SWEEP_CHANCE = 0.2
 
 def admit_pending(engine: TurnHost, limit: int) -> list[Handoff]:
     """Admit pending runs of every declared queue, up to ``limit`` in all."""
-    queues = engine.settings.queues
+    queues = served_specs(engine, engine.settings.queues)
     if not queues or engine.registry is None or limit <= 0:
         return []
     db = engine.settings.database
@@ -73,26 +76,41 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
         # leaves the others' rate windows that much early.
         now = engine.now_ms()
         total, per_key, recent = usage(spec, db, now)
+        key_recent = key_rate_usage(spec, db, now)
         room = room_left(spec, total, recent, limit, rate=True)
         if room <= 0:
             return []
         candidates = pending_due(engine, queued=True).filter(queue=spec.name)
         candidates = candidates.order_by("-priority", "created_at")
-        extra = 50 if spec.per_key_concurrency is not None else 0
+        extra = 50 if spec.per_key_concurrency is not None or spec.per_key_rate else 0
+        fair = (
+            fair_ids(spec, candidates, db, room + min(extra, 10), per_key, key_recent)
+            if spec.fair
+            else None
+        )
         if vendor.supports_skip_locked:
             # Claims before runs (docs/reference/lock-order.md): the
             # candidates read unlocked, their claims ensured and locked
             # without waiting for a held row, then their runs the same way.
-            ids = list(candidates.values_list("workflow_id", flat=True)[: room + extra])
+            if fair is not None:
+                ids = fair
+            else:
+                ids = list(candidates.values_list("workflow_id", flat=True)[: room + extra])
             if not ids:
                 return []
             rows = vendor.lock_claims_skip_locked(db, ids)
             snapshots = {w: ClaimSnapshot(w, *row) for w, row in rows.items()}
             held = candidates.filter(workflow_id__in=list(rows))
             runs = list(held.select_for_update(skip_locked=True)[: room + extra])
+        elif fair is not None:
+            runs = list(candidates.filter(workflow_id__in=fair))
+            snapshots = {r.workflow_id: registry.read(r.workflow_id) for r in runs}
         else:
             runs = list(candidates[: room + extra])
             snapshots = {r.workflow_id: registry.read(r.workflow_id) for r in runs}
+        if fair is not None:
+            order = {w: n for n, w in enumerate(fair)}
+            runs.sort(key=lambda r: order.get(r.workflow_id, len(order)))
         if not runs:
             return []
         conditions: list[Condition] = []
@@ -102,11 +120,7 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
             if len(picked) >= room:
                 break
             key = run.concurrency_key
-            if (
-                key is not None
-                and spec.per_key_concurrency is not None
-                and per_key.get(key, 0) >= spec.per_key_concurrency
-            ):
+            if key is not None and not key_has_room(spec, per_key, key_recent, key):
                 continue
             snapshot = snapshots.get(run.workflow_id)
             if snapshot is None or not snapshot.holder_absent:
@@ -114,6 +128,7 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
             if registry.current_epoch(run.workflow_id) is not None:
                 continue
             run_conditions, run_writes = pickup_parts(engine, run)
+            counts_for_rate = run.started_at is None
             fold = registry.prepare_acquire(run.workflow_id, snapshot)
             holder = fold.transition.holder
             slot = QueueSlot(
@@ -122,11 +137,12 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
                 epoch=fold.transition.epoch,
                 run_id=run.pk,
                 concurrency_key=key,
+                fairness_key=run.fairness_key,
                 # The acquire's own instant (its ClaimEvent's), never before the
                 # rate check's ``now``: later admitters count the slot at least
                 # that long, so no window of the rate holds more than R stamps.
                 admitted_at=holder.claimed_at if holder is not None else now,
-                counts_for_rate=run.started_at is None,
+                counts_for_rate=counts_for_rate,
             )
             conditions += run_conditions
             writes += [*run_writes, Insert(slot)]
@@ -135,6 +151,8 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
             picked.append((run, values, fold))
             if key is not None:
                 per_key[key] = per_key.get(key, 0) + 1
+                if counts_for_rate:
+                    key_recent[key] = key_recent.get(key, 0) + 1
         if not picked:
             return []
         if random.random() < SWEEP_CHANCE:

@@ -97,19 +97,59 @@ def validate_start(
     return queue, priority, concurrency_key
 
 
-def run_fields(queue: str | None, priority: object, concurrency_key: object) -> dict[str, Any]:
+def run_fields(
+    queue: str | None,
+    priority: object,
+    concurrency_key: object,
+    fairness_key: object = None,
+    fairness_weight: object = None,
+) -> dict[str, Any]:
     """The ``WorkflowRun`` fields of a start's flow control (none when it has none)."""
     queue, priority, concurrency_key = validate_start(queue, priority, concurrency_key)
-    if queue is None and concurrency_key is not None:
-        raise InvalidArgumentError(
-            "concurrency_key", f"concurrency_key {concurrency_key!r:.300} needs a queue"
-        )
+    fairness_key, weight = validate_fairness(fairness_key, fairness_weight)
+    for what, value in (
+        ("concurrency_key", concurrency_key),
+        ("fairness_key", fairness_key),
+        ("fairness_weight", fairness_weight),
+    ):
+        if queue is None and value is not None:
+            raise InvalidArgumentError(what, f"{what} {value!r:.300} needs a queue")
     fields: dict[str, Any] = {}
     if queue is not None:
         fields.update(queue=queue, priority=priority, concurrency_key=concurrency_key)
+        fields.update(fairness_key=fairness_key or concurrency_key, fairness_weight=weight)
     elif priority:
         fields["priority"] = priority
     return fields
+
+
+#: The largest ``fairness_weight`` (admissions per round of a fair queue).
+MAX_FAIRNESS_WEIGHT = 1000
+
+
+def validate_fairness(key: object, weight: object) -> tuple[str | None, int]:
+    """A start's checked fairness key and weight (default 1)."""
+    if key is not None and (
+        not isinstance(key, str) or not 0 < len(key) <= 200 or not is_storable_text(key)
+    ):
+        raise InvalidArgumentError(
+            "fairness_key",
+            "fairness_key must be a string of 1 to 200 characters (no NUL, no lone "
+            f"surrogate), got {key!r:.300}",
+        )
+    if weight is None:
+        return key, 1
+    if (
+        isinstance(weight, bool)
+        or not isinstance(weight, int)
+        or not 0 < weight <= MAX_FAIRNESS_WEIGHT
+    ):
+        raise InvalidArgumentError(
+            "fairness_weight",
+            f"fairness_weight must be an integer from 1 to {MAX_FAIRNESS_WEIGHT}, "
+            f"got {weight!r:.100}",
+        )
+    return key, weight
 
 
 @dataclass(frozen=True)
@@ -137,6 +177,8 @@ def new_run(
     queue: str | None = None,
     priority: object = 0,
     concurrency_key: object = None,
+    fairness_key: object = None,
+    fairness_weight: object = None,
 ) -> NewRun:
     """Check a start's common arguments, in this order, before anything is
     written: the name (``UnknownWorkflowType``), the flow control (the
@@ -144,7 +186,13 @@ def new_run(
     if not isinstance(name, str):
         raise InvalidArgumentError("name", f"workflow name must be a string, got {name!r:.100}")
     definition = get_workflow(name)
-    flow = run_fields(queue if queue is not None else definition.queue, priority, concurrency_key)
+    flow = run_fields(
+        queue if queue is not None else definition.queue,
+        priority,
+        concurrency_key,
+        fairness_key,
+        fairness_weight,
+    )
     stored_input = normalize("workflow input", input)
     return NewRun(name, stored_input, validate_workflow_id(workflow_id), flow)
 
@@ -262,6 +310,7 @@ def start_run(
 
 
 __all__ = [
+    "MAX_FAIRNESS_WEIGHT",
     "NewRun",
     "UnknownQueueError",
     "live_insert",
@@ -270,5 +319,6 @@ __all__ = [
     "run_fields",
     "start",
     "start_run",
+    "validate_fairness",
     "validate_start",
 ]

@@ -29,6 +29,7 @@ from weft_django.engine.operations._loop import (
     commit_with_retries,
     latest_run,
 )
+from weft_django.engine.queues.freed import announce_slot_freed
 from weft_django.engine.runs.metrics import record_stops
 from weft_django.engine.wakes import announce_event
 from weft_django.errors import InvalidTransitionError, WorkflowNotFound
@@ -79,6 +80,19 @@ def suspend_spec(reason: str = "") -> StopSpec:
         "suspended",
         None,
         reason or "suspend",
+    )
+
+
+def terminate_spec(reason: str = "") -> StopSpec:
+    """``on_conflict="terminate-existing"``: end the live run ``terminated``,
+    its live descendants cancelled in the same batch, as a cancel would."""
+    return StopSpec(
+        "terminate",
+        frozenset(LIVE_STATUSES),
+        "terminated",
+        {"type": "Terminated", "message": reason or "terminated"},
+        reason or "terminate",
+        cascade=True,
     )
 
 
@@ -201,6 +215,8 @@ def run_stop(
             )
             for each in stopped:
                 announce_event("finished", each.pk, db, workflow_id=each.workflow_id)
+            for queue in sorted({each.queue for each in stopped if each.queue is not None}):
+                announce_slot_freed(queue, db)
             if spec.status in TERMINAL_STATUSES:
                 announce_event("child-completion", current.parent_id, db)
             current.refresh_from_db(using=db)
@@ -349,5 +365,6 @@ __all__ = [
     "run_stop",
     "suspend",
     "suspend_spec",
+    "terminate_spec",
     "timeout",
 ]

@@ -48,7 +48,7 @@ from weft_django.kernel.queue_spec import QueueSpec
 from weft_django.models import QueueSlot, WorkflowRun
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.ops import Insert, RunCondition, Update, Write
-from weft_django.ownership.slots import lock_queue, usage
+from weft_django.ownership.slots import key_rate_usage, lock_queue, usage
 
 logger = logging.getLogger("weft_django.engine")
 
@@ -73,6 +73,16 @@ def room_left(spec: QueueSpec, total: int, recent: int, limit: int, *, rate: boo
     if rate and spec.rate is not None:
         room = min(room, spec.rate[0] - recent)
     return room
+
+
+def key_has_room(
+    spec: QueueSpec, per_key: dict[str, int], key_recent: dict[str, int], key: str
+) -> bool:
+    """May one more run of ``key`` be admitted: under ``per_key_concurrency``
+    (live slots) and ``per_key_rate`` (admissions in its window)?"""
+    if spec.per_key_concurrency is not None and per_key.get(key, 0) >= spec.per_key_concurrency:
+        return False
+    return spec.per_key_rate is None or key_recent.get(key, 0) < spec.per_key_rate[0]
 
 
 def gate(engine: TurnHost, run: WorkflowRun) -> bool:
@@ -215,6 +225,13 @@ def waiting_reason(run: WorkflowRun, *, now_ms: int | None = None) -> str | None
                 f"waiting for a slot of concurrency key {key!r} in queue {name!r} "
                 f"({used}/{spec.per_key_concurrency} in use)"
             )
+    if key is not None and spec.per_key_rate is not None:
+        admitted = key_rate_usage(spec, settings.database, now).get(key, 0)
+        if admitted >= spec.per_key_rate[0]:
+            return (
+                f"waiting for the rate limit of concurrency key {key!r} in queue {name!r} "
+                f"({spec.per_key_rate_text}: {admitted} admitted)"
+            )
     if spec.rate is not None and recent >= spec.rate[0]:
         return f"waiting for the rate limit of queue {name!r} ({spec.rate_text}: {recent} admitted)"
     return f"waiting in queue {name!r} for an engine to admit it (priority {run.priority})"
@@ -223,6 +240,7 @@ def waiting_reason(run: WorkflowRun, *, now_ms: int | None = None) -> str | None
 __all__ = [
     "READMIT_RETRY_MS",
     "gate",
+    "key_has_room",
     "room_left",
     "slot_cache",
     "waiting_reason",

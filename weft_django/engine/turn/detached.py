@@ -13,22 +13,21 @@ journal says it was started, and a replay or takeover never starts it twice.
 
 from __future__ import annotations
 
-import os
-
-from django.utils import timezone
-
-from weft_django.engine import signals as weft_signals
 from weft_django.engine import tracing
-from weft_django.engine.operations.start import NewRun, live_insert, row
+from weft_django.engine.operations.start import live_insert
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.replay.machine import Event, Leaf
+from weft_django.engine.turn.child_start import after_child_commit, child_row
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.workflow.commands import StartChild
 from weft_django.engine.workflow.definitions import has_workflow
 from weft_django.engine.workflow.payload import normalize
-from weft_django.errors import ChildWorkflowError, PayloadError, UnknownWorkflowType
-from weft_django.models import WorkflowRun
-from weft_django.ownership.fold import prepare_claim_fold
+from weft_django.errors import (
+    ChildWorkflowError,
+    InvalidArgumentError,
+    PayloadError,
+    UnknownWorkflowType,
+)
 
 
 def start_detached(
@@ -43,22 +42,20 @@ def start_detached(
         child_input = normalize(f"input of child {child_id!r}", command.input)
     except PayloadError as exc:
         return turn.settle(leaf, error=ChildWorkflowError(child_id, "failed", error_record(exc)))
-    fold = prepare_claim_fold(turn.host, child_id)
     event = Event(turn.replay.next_position, command.kind, leaf.id, command.target, child_id)
     # Detached, yet in the parent's trace (``engine.tracing``): the start span's
     # context is the child's, inserted by the parent's fenced batch.
     with tracing.start_span(command.name, source="detached-child", workflow_id=child_id) as span:
-        # The parent's claim fold owns it from its first turn: ``running``, no queue.
-        new = row(
-            NewRun(command.name, child_input, child_id),
-            status="running",
-            started_at=timezone.now(),
-            turn_started_at=now,
-            turn_pid=os.getpid(),
-        )
+        try:
+            start = child_row(turn, command, child_id, child_input, now)
+        except InvalidArgumentError as exc:
+            return turn.settle(
+                leaf, error=ChildWorkflowError(child_id, "failed", error_record(exc))
+            )
+        new = start.run
         tracing.annotate(span, run_id=str(new.pk), parent_run_id=str(turn.run.pk))
         _absence, insert = live_insert(new)
-        result = turn.commit([insert], [event], folds=[fold] if fold else [], on_lost_race="return")
+        result = turn.commit([insert], [event], folds=start.folds, on_lost_race="return")
         tracing.annotate(span, start_created=result.committed)
     if not result.committed:
         return turn.settle(
@@ -67,8 +64,7 @@ def start_detached(
                 child_id, "conflict", {"message": f"could not start: {result.failed_condition}"}
             ),
         )
-    weft_signals.workflow_started.send(sender=WorkflowRun, run=new)
-    turn.host.dispatch(new.pk, None)
+    after_child_commit(turn, start)
     return True
 
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 from weft_django.engine import signals as weft_signals
 from weft_django.engine import tracing
 from weft_django.engine.journal import bump_parent
+from weft_django.engine.queues.freed import announce_slot_freed
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.runs.metrics import record_run_end
 from weft_django.engine.turn.child import cancel_abandoned_children
@@ -27,7 +28,7 @@ from weft_django.engine.turn.publish import CarrySearchAttributes
 from weft_django.engine.wakes import Wake, announce
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import PayloadError
-from weft_django.models import Timer, WorkflowRun
+from weft_django.models import QueueSlot, Timer, WorkflowRun
 from weft_django.ownership.ops import Delete, Insert, Update, Write
 
 logger = logging.getLogger("weft_django.engine")
@@ -108,6 +109,7 @@ def stop(
         )
     cancel_abandoned_children(turn)
     announce(Wake("finished", str(run.pk), turn.db, wid))
+    announce_slot_freed(run.queue, turn.db)
     if run.parent_id is not None and status != "suspended":
         # A suspended child does not wake its parent: it has not ended.
         announce(Wake("child-completion", str(run.parent_id), turn.db))
@@ -120,6 +122,17 @@ def stop(
         signal.send(sender=WorkflowRun, run=run, result=stored, error=error)
     logger.info("workflow %s %s", wid, status)
     return status
+
+
+def carry_slot(run: WorkflowRun, new: WorkflowRun, epoch: int | None) -> list[Write]:
+    """``continue_as_new`` of a queued run: its slot passes to the new run in
+    the batch that ends the old one, so the queue's count never drops in
+    between and the new run never runs without a slot (the slot stays this
+    claim generation's: fenced like any). Nothing for a run without a queue."""
+    if run.queue is None or epoch is None:
+        return []
+    mine = {"workflow_id": run.workflow_id, "epoch": epoch, "run_id": run.pk}
+    return [Update(QueueSlot, {**mine, "position__isnull": True}, {"run_id": new.pk})]
 
 
 def continue_as_new(turn: TurnState, new_input: Any) -> None:
@@ -140,6 +153,10 @@ def continue_as_new(turn: TurnState, new_input: Any) -> None:
         parent_id=run.parent_id,
         parent_position=run.parent_position,
         deadline_at=run.deadline_at,
+        # Its queue's: the new run goes on in the old run's slot (``carry_slot``).
+        queue=run.queue,
+        priority=run.priority,
+        concurrency_key=run.concurrency_key,
         started_at=timezone.now(),
         turn_started_at=turn.host.now_ms(),
         turn_pid=os.getpid(),
@@ -164,6 +181,7 @@ def continue_as_new(turn: TurnState, new_input: Any) -> None:
             Update(WorkflowRun, {"pk": run.pk}, ended),
             Insert(new),
             CarrySearchAttributes(run.pk, new.pk),
+            *carry_slot(run, new, turn.host.epoch_for(wid)),
         ],
         run_values=ended,
     )

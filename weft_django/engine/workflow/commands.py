@@ -95,6 +95,11 @@ class StartChild(Command):
     #: Not awaited, not cancelled with the parent: the command resolves to the
     #: child's workflow id in the batch that starts it (``turn.detached``).
     detached: bool = False
+    #: Flow control of the child's start (``None``: the child workflow's own
+    #: ``@workflow(queue=...)``); checked by the start write's ``run_fields``.
+    queue: str | None = None
+    priority: int = 0
+    concurrency_key: str | None = None
 
     @property
     def target(self) -> str:

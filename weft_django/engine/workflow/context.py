@@ -159,12 +159,25 @@ class WorkflowContext:
         )
 
     def start_child(
-        self, name: str, input: Any = None, workflow_id: str | None = None, detached: bool = False
+        self,
+        name: str,
+        input: Any = None,
+        workflow_id: str | None = None,
+        detached: bool = False,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        concurrency_key: str | None = None,
     ) -> StartChild:
         """A child run; the body waits for its result -- or, ``detached=True``,
         only for its start: the command resolves to the child's workflow id,
-        and the child outlives the parent (not cancelled with it)."""
-        return StartChild(name, input, workflow_id, bool(detached))
+        and the child outlives the parent (not cancelled with it).
+
+        A child of a queue (``queue``, else its ``@workflow(queue=...)``) is
+        written ``pending`` and admitted like any queued run."""
+        return StartChild(
+            name, input, workflow_id, bool(detached), queue, priority, concurrency_key
+        )
 
     def signal_workflow(self, workflow_id: str, name: str, payload: Any = None) -> SignalWorkflow:
         """Signal another workflow, once (yield it): the signal is written in the

@@ -68,7 +68,7 @@ class Command(BaseCommand):
                 if current != status:
                     status = current
                     self.stdout.write(f"status: {status}")
-                if status in ("completed", "failed", "cancelled", "timed_out"):
+                if status in ("completed", "failed", "cancelled", "timed_out", "terminated"):
                     break
                 time.sleep(0.1)
             if status != "completed":

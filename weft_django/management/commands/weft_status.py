@@ -78,6 +78,8 @@ class Command(BaseCommand):
         )
         out(f"ownership: {status.ownership}; store marker: {marker_text}")
         alive = status.alive_engines
+        for queue, waiting in sorted(status.unserved_queues.items()):
+            out(f"queue {queue}: {waiting} waiting run(s), served by no live engine")
         out(f"engines: {len(alive)} alive of {status.engines_total} recorded")
         if status.engines:
             rows = [("ENGINE", "NODE", "ALIVE", "HEARTBEAT AGE", "CLAIMS", "STOPPED")]

@@ -54,13 +54,25 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=None, help="WORKER_CONCURRENCY")
         parser.add_argument("--log-level", default="INFO")
         parser.add_argument(
+            "--queues",
+            default=None,
+            help="comma-separated queues of WEFT['QUEUES'] this engine admits (default: all)",
+        )
+        parser.add_argument(
+            "--exclude-queues",
+            default=None,
+            help="comma-separated queues of WEFT['QUEUES'] this engine does not admit",
+        )
+        parser.add_argument(
             "--no-listen",
             action="store_true",
             help="do not LISTEN for NOTIFY wakes (PostgreSQL); rely on polling alone",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from weft_django.conf import get_settings
         from weft_django.engine import Engine
+        from weft_django.engine.queues.serving import parse_served
         from weft_django.engine.scheduling.local import LocalScheduler
 
         # Every typed value is checked before logging is touched or an engine built.
@@ -73,12 +85,19 @@ class Command(BaseCommand):
             overrides["worker_concurrency"] = checked.count(
                 "--concurrency", options["concurrency"], 1, 10_000
             )
+        try:
+            served = parse_served(
+                get_settings().queues, options["queues"], options["exclude_queues"]
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         self._configure_logging(level)
         engine = Engine(
             engine_id=options["engine_id"],
             scheduler=LocalScheduler(listens=not options["no_listen"]),
             **overrides,
         )
+        engine.served_queues = served
         stop = threading.Event()
 
         def on_signal(signum: int, frame: Any) -> None:
