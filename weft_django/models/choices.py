@@ -90,6 +90,9 @@ class TimerKind(models.TextChoices):
     TIMEOUT = "timeout", "timeout"
     # The backoff before an activity's next attempt.
     RETRY = "retry", "retry"
+    # An activity attempt started and not yet settled (``engine.activities.started``):
+    # never fires; found by the next owner, it is the attempt its engine's death ended.
+    ATTEMPT = "attempt", "attempt"
 
 
 class AsyncStatus(models.TextChoices):
