@@ -44,7 +44,13 @@ DURATION_BUCKETS: Final[tuple[float, ...]] = (
 )
 # fmt: on
 #: How a run ends for good (``weft_workflows_finished_total{status}``).
-WORKFLOW_END_STATUSES: Final[tuple[str, ...]] = ("completed", "failed", "cancelled", "timed_out")
+WORKFLOW_END_STATUSES: Final[tuple[str, ...]] = (
+    "completed",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "terminated",
+)
 #: How one activity attempt ends (``weft_activity_attempts_total{outcome}``).
 ACTIVITY_ATTEMPT_OUTCOMES: Final[tuple[str, ...]] = ("completed", "failed", "timed_out")
 #: The label of a type name this process did not register (or one past the cap).
@@ -311,7 +317,7 @@ FAMILIES: Final[dict[str, tuple[str, str, str]]] = {
     ),
     "weft_workflows_finished_total": (
         "counter",
-        "Runs that ended (completed, failed, cancelled, timed_out), by workflow type.",
+        "Runs that ended (completed, failed, cancelled, timed_out, terminated), by workflow type.",
         "workflow",
     ),
     "weft_activity_duration_seconds": (

@@ -1,4 +1,5 @@
-"""Crash-loop containment: a run's engine-death count, and the attempt-started timer kind."""
+"""Run repair: a run's engine-death count, the attempt-started timer kind, the
+``terminated`` run status (reset)."""
 
 from django.db import migrations, models
 
@@ -23,6 +24,26 @@ class Migration(migrations.Migration):
                     ("attempt", "attempt"),
                 ],
                 max_length=32,
+            ),
+        ),
+        migrations.AlterField(
+            model_name="workflowrun",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("pending", "pending"),
+                    ("running", "running"),
+                    ("parked", "parked"),
+                    ("suspended", "suspended"),
+                    ("completed", "completed"),
+                    ("failed", "failed"),
+                    ("cancelled", "cancelled"),
+                    ("timed_out", "timed_out"),
+                    ("terminated", "terminated"),
+                ],
+                db_index=True,
+                default="pending",
+                max_length=16,
             ),
         ),
     ]

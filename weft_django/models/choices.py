@@ -38,17 +38,34 @@ class RunStatus(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
     # Terminal: its execution timeout passed (retry may reopen it).
     TIMED_OUT = "timed_out", "timed_out"
+    # Terminal: ended by an operator's reset; a new run of the id continues from a
+    # journal position of this one (``engine.operations.fork``).
+    TERMINATED = "terminated", "terminated"
 
 
 RunStatusValue = Literal[
-    "pending", "running", "parked", "suspended", "completed", "failed", "cancelled", "timed_out"
+    "pending",
+    "running",
+    "parked",
+    "suspended",
+    "completed",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "terminated",
 ]
 """``RunStatus`` as a ``Literal``, for annotations (a test keeps the two equal)."""
 
 RUN_STATUSES: Final[tuple[RunStatusValue, ...]] = tuple(RunStatus.values)  # type: ignore[arg-type]
 """Every run status, in the order above (the metric label set)."""
 TERMINAL_STATUSES: Final[frozenset[str]] = frozenset(
-    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT}
+    {
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.TIMED_OUT,
+        RunStatus.TERMINATED,
+    }
 )
 """A terminal run never changes again (except retry of failed/timed_out, a new turn)."""
 LIVE_STATUSES: Final[tuple[str, ...]] = (

@@ -52,6 +52,7 @@ _STOPPED: Final[dict[str, str]] = {
     "cancelled": "cancelled",
     "suspended": "suspended",
     "timed_out": "timed out",
+    "terminated": "terminated",
 }
 
 #: At most this many ``(workflow_id, epoch)`` pairs per read.
