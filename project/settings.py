@@ -126,6 +126,9 @@ if os.environ.get("WEFT_QUEUES"):
 # The failed-turn bound from the environment (the Celery turn-failure test).
 if os.environ.get("WEFT_TURN_MAX_FAILURES"):
     WEFT["TURN_MAX_FAILURES"] = int(os.environ["WEFT_TURN_MAX_FAILURES"])
+# The crash-loop bound from the environment (the crash-loop process test).
+if os.environ.get("WEFT_MAX_RECOVERY_ATTEMPTS"):
+    WEFT["MAX_RECOVERY_ATTEMPTS"] = int(os.environ["WEFT_MAX_RECOVERY_ATTEMPTS"])
 
 # Django's Tasks framework on weft (docs/howto/django-tasks.md): django.tasks on
 # Django >= 6.0, the django-tasks backport on 5.2; both read this one setting.

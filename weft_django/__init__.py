@@ -32,6 +32,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
             "ActivityError",
             "AsyncActivityTokenError",
             "ChildWorkflowError",
+            "CrashLoopError",
             "EngineDeposedError",
             "EngineLeaseAcquisitionTimeoutError",
             "EngineLeaseCorruptedError",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.errors import ActivityError as ActivityError
     from weft_django.errors import AsyncActivityTokenError as AsyncActivityTokenError
     from weft_django.errors import ChildWorkflowError as ChildWorkflowError
+    from weft_django.errors import CrashLoopError as CrashLoopError
     from weft_django.errors import EngineDeposedError as EngineDeposedError
     from weft_django.errors import (
         EngineLeaseAcquisitionTimeoutError as EngineLeaseAcquisitionTimeoutError,
@@ -128,6 +130,7 @@ __all__ = [
     "AsyncActivityTokenError",
     "AttributeRange",
     "ChildWorkflowError",
+    "CrashLoopError",
     "EngineDeposedError",
     "EngineLeaseAcquisitionTimeoutError",
     "EngineLeaseCorruptedError",

@@ -36,11 +36,13 @@ from weft_django.engine import Engine
 from weft_django.engine.wakes import backends
 from weft_django.transports.notify import NotifyBackend
 
-#: Today's figure is 13 (it was 35 before the start lost its two savepoints,
+#: Today's figure is 16: 13, plus one statement per activity for its started
+#: marker (``engine.activities.started``, crash-loop containment: the settle
+#: that deletes it stays one statement). It was 35 before the start lost its two savepoints,
 #: the pickup's batch its savepoint and the first turn its three reads; 26
 #: before the start became one statement with its NOTIFY in it; 24 before a
 #: checkpoint -- lock, check and writes -- became one statement).
-MAX_STATEMENTS_PER_WORKFLOW = 14
+MAX_STATEMENTS_PER_WORKFLOW = 17
 WORKFLOWS = 4
 
 
@@ -76,7 +78,7 @@ def counter() -> Iterator[StatementCounter]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_started_workflow_runs_at_most_14_statements(counter: StatementCounter) -> None:
+def test_a_started_workflow_runs_at_most_17_statements(counter: StatementCounter) -> None:
     if connection.vendor != "postgresql":
         pytest.skip("the pickup wake is a PostgreSQL NOTIFY")
     assert any(isinstance(b, NotifyBackend) for b in backends.for_alias("default"))

@@ -48,6 +48,8 @@ STAFF_EXPECTED: dict[tuple[str, str], int] = {
     ("workflow-retry", "POST"): 409,
     ("workflow-purge", "POST"): 409,
     ("workflow-query", "POST"): 200,
+    ("workflow-fork", "POST"): 201,  # at position 0: a new run of another id
+    ("workflow-reset", "POST"): 200,  # the pending run ends terminated, a new one starts
     # Accepted (its request row written), then no answer within ``timeout: 0``:
     # no engine runs in these tests.
     ("workflow-update", "POST"): 504,
@@ -94,6 +96,8 @@ BODIES: dict[str, dict[str, Any]] = {
     "workflow-signal": {"name": "go", "payload": {"p": 1}},
     "workflow-signal-with-start": {"name": "sec-signal", "signal": "go", "payload": {"p": 1}},
     "workflow-query": {"name": "progress"},
+    "workflow-fork": {"at_position": 0, "workflow_id_for_fork": "sec-fork"},
+    "workflow-reset": {"at_position": 0, "reason": "matrix"},
     "workflow-update": {"name": "stage", "timeout": 0},
     "async-activity-complete": {"result": {"r": 1}},
     "async-activity-fail": {"error": {"message": "declined"}},

@@ -86,6 +86,10 @@ SAMPLES: dict[type[WeftError], dict[str, Any]] = dict(
             errors_module.ChildWorkflowError,
             {"workflow_id": "wf-7", "status": "failed", "error": {"type": "KeyError"}},
         ),
+        (
+            errors_module.CrashLoopError,
+            {"workflow_id": "wf-poison", "position": 3, "attempts": 5, "engines": ("e1", "e2")},
+        ),
         (errors_module.WorkflowTimeoutError, {"workflow_id": "wf-8", "what": "signal approve"}),
         (
             errors_module.WorkflowFinishedError,
@@ -156,7 +160,7 @@ def test_every_public_error_class_is_listed_and_sampled() -> None:
         if inspect.isclass(obj) and issubclass(obj, WeftError) and obj is not WeftError
     }
     assert set(ERROR_CLASSES) == public
-    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 30
+    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 31
     assert set(SAMPLES) == public
     assert set(errors_module.__all__) >= {c.__name__ for c in public}
 
@@ -186,6 +190,7 @@ def test_codes_are_unique_stable_snake_case() -> None:
         (errors_module.NonDeterminismError, 409),
         (ActivityError, 500),
         (errors_module.ChildWorkflowError, 500),
+        (errors_module.CrashLoopError, 409),
         (errors_module.WorkflowTimeoutError, 504),
         (errors_module.WorkflowFailedError, 500),
         (errors_module.NotLocallyOwned, 409),

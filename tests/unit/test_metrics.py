@@ -169,6 +169,7 @@ def test_prometheus_text_lists_every_outcome_including_zeros() -> None:
         "weft_activity_abandoned_threads_total 0",
         "weft_workflow_cache_hits_total 0",
         "weft_workflow_cache_misses_total 0",
+        "weft_workflow_crash_loops_total 0",
     ]
     for name, kind in [
         ("weft_workflow_claim_attempts_total", "counter"),
@@ -178,6 +179,7 @@ def test_prometheus_text_lists_every_outcome_including_zeros() -> None:
         ("weft_activity_abandoned_threads_total", "counter"),
         ("weft_workflow_cache_hits_total", "counter"),
         ("weft_workflow_cache_misses_total", "counter"),
+        ("weft_workflow_crash_loops_total", "counter"),
     ]:
         assert f"# TYPE {name} {kind}" in lines
         assert any(ln.startswith(f"# HELP {name} ") for ln in lines)

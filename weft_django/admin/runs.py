@@ -25,6 +25,7 @@ from weft_django.kernel.clock import wall_ms
 from weft_django.models import RunSearchAttribute, WorkflowClaim, WorkflowRun
 
 from .base import WeftDatabaseMixin, actor, admin_link, db, pre_json
+from .repair import repair_urls
 from .replay_action import replay_against_current_code
 from .reporting import ActionReport, refusal_reason
 from .run_filters import CancelRequestedFilter, IndexedValuesFilter
@@ -251,6 +252,10 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
     @admin.display(description="journal (with claim events)")
     def journal_timeline(self, run: WorkflowRun) -> str:
         return journal_html(run)
+
+    def get_urls(self) -> list[Any]:
+        # ``<pk>/repair/<position>/``: fork or reset from a journal entry (``admin.repair``).
+        return [*repair_urls(self), *super().get_urls()]
 
     def change_view(
         self,

@@ -100,6 +100,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_WORKFLOW + "retry/", views.WorkflowRetryView.as_view(), name="workflow-retry"),
     path(_WORKFLOW + "purge/", views.WorkflowPurgeView.as_view(), name="workflow-purge"),
     path(_WORKFLOW + "query/", views.WorkflowQueryView.as_view(), name="workflow-query"),
+    path(_WORKFLOW + "fork/", views.WorkflowForkView.as_view(), name="workflow-fork"),
+    path(_WORKFLOW + "reset/", views.WorkflowResetView.as_view(), name="workflow-reset"),
     path(_WORKFLOW + "update/", WorkflowUpdateView.as_view(), name="workflow-update"),
     path(
         _WORKFLOW + "ownership/", views.WorkflowOwnershipView.as_view(), name="workflow-ownership"

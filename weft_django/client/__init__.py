@@ -7,7 +7,7 @@ it writes the run as ``pending`` and an engine folds its acquire into the
 pickup (ADR 0002: *intentionally external*). Every sync function has its
 ``a…`` twin (``client.aio``). This module only names the public calls; each
 concern lives in its own module: ``handle``, ``start``, ``actions``,
-``bulk``, ``schedules``, ``published``, ``updates``.
+``bulk``, ``repair``, ``schedules``, ``published``, ``updates``.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from weft_django.client.published import (
     get_events,
     read_stream,
 )
+from weft_django.client.repair import afork, areset, fork, reset
 from weft_django.client.schedules import (
     abackfill_schedule,
     acreate_schedule,
@@ -107,6 +108,7 @@ __all__ = [
     "afail_async_activity",
     "afail_async_activity_by_hash",
     "aforce_release",
+    "afork",
     "aget_event",
     "aget_events",
     "aget_handle",
@@ -117,6 +119,7 @@ __all__ = [
     "apurge",
     "aquery",
     "aread_stream",
+    "areset",
     "aresume",
     "aresume_many",
     "aresume_schedule",
@@ -142,6 +145,7 @@ __all__ = [
     "fail_async_activity",
     "fail_async_activity_by_hash",
     "force_release",
+    "fork",
     "get_event",
     "get_events",
     "get_handle",
@@ -152,6 +156,7 @@ __all__ = [
     "purge",
     "query",
     "read_stream",
+    "reset",
     "resume",
     "resume_many",
     "resume_schedule",

@@ -235,6 +235,16 @@ class Keys:
         "turns in a row that may raise out of the engine (retried with "
         "backoff) before the run is suspended with the error",
     )
+    # At least one: 0 would suspend a run before any engine's death was seen.
+    max_recovery_attempts: int = key(
+        "MAX_RECOVERY_ATTEMPTS",
+        5,
+        parse.int_at_least(1, "the turns in a row that may die with their engine"),
+        "bad-max-recovery-attempts",
+        "turns of a run in a row that may end with the death of their engine "
+        "(no journal entry recorded in between) before the run is suspended "
+        "with CrashLoopError",
+    )
     # At least one slot: 0 would leave every activity queued forever.
     activity_concurrency: int = key(
         "ACTIVITY_CONCURRENCY",

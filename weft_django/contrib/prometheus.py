@@ -106,6 +106,11 @@ class WeftClusterCollector(Collector):
                 "Turns that found no valid cached replay and replayed the journal (cache "
                 "on), summed over every engine.",
             ),
+            "crash_loops": CounterMetricFamily(
+                "weft_workflow_crash_loops",
+                "Runs suspended with CrashLoopError (their turns kept dying with their "
+                "engine), summed over every engine.",
+            ),
             "engines_alive": GaugeMetricFamily(
                 "weft_engines_alive", "Engines alive (heartbeat within 3 renew intervals)."
             ),
@@ -177,6 +182,7 @@ class WeftClusterCollector(Collector):
         families["abandoned_threads"].add_metric([], totals.abandoned_activity_threads)
         families["cache_hits"].add_metric([], totals.workflow_cache_hits)
         families["cache_misses"].add_metric([], totals.workflow_cache_misses)
+        families["crash_loops"].add_metric([], totals.workflow_crash_loops)
         families["engines_alive"].add_metric([], len(status.alive_engines))
         families["claims_held_max"].add_metric(
             [], max(status.live_claims_per_engine.values(), default=0)

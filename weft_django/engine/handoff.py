@@ -14,7 +14,8 @@ The invariants that make it safe:
   run already in flight drops it; one that drives turns elsewhere (Celery)
   never uses it: that turn reads the run itself.
 - ``fresh`` only when the run had never been picked up (``started_at`` was
-  null under the pickup's lock): no turn ever ran, so it has no journal
+  null under the pickup's lock) and is no fork or reset (``continued_from``
+  null: those start with a copied journal): no turn ever ran, so it has no journal
   entries and no timers, and only this engine's fenced turns can write
   either from now on.
 - A snapshot older than the stored row is harmless: every write of the turn

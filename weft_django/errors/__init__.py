@@ -16,7 +16,7 @@ Lost races inside the claim protocol are *not* errors (SPEC §4.9: registry
 methods return result objects); these are raised only at the edges where a
 caller asked for something specific and cannot have it.
 
-Over 400 lines: a catalogue of thirty small public classes, read as one.
+Over 400 lines: a catalogue of thirty-one small public classes, read as one.
 """
 
 from __future__ import annotations
@@ -246,6 +246,31 @@ class NonDeterminismError(WeftError):
             f"{self.position} it recorded {self.recorded} but replay now yields {self.new}. "
             "Workflow code changed under a live run, or depends on something other than its "
             "input and journal."
+        )
+
+
+@error_class
+class CrashLoopError(WeftError):
+    """A run whose turns kept dying with their engine: parked ``suspended`` for repair.
+
+    Recorded as the suspended run's error when ``attempts`` turns in a row
+    (``WEFT["MAX_RECOVERY_ATTEMPTS"]``) ended with the death of the engine
+    running them, without a journal entry recorded in between.
+    """
+
+    code = "crash_loop"
+    http_status = 409
+    workflow_id: str
+    position: int
+    attempts: int
+    engines: tuple[str, ...] = ()
+
+    def _message(self) -> str:
+        lost = ", ".join(f'"{e}"' for e in self.engines) or "unknown engines"
+        return (
+            f'Workflow "{self.workflow_id}" was suspended at journal position {self.position}: '
+            f"{self.attempts} turns in a row ended with the death of their engine ({lost}). "
+            "Fix the workflow or activity that kills its process, then resume the run."
         )
 
 

@@ -34,7 +34,7 @@ WakeTransport = Literal["polling", "notify", "celery", "local"]
 WAKE_TRANSPORTS: Final[tuple[WakeTransport, ...]] = get_args(WakeTransport)
 """How a wake reached the guard (a metric label)."""
 
-TimerKindValue = Literal["sleep", "timeout", "retry"]
+TimerKindValue = Literal["sleep", "timeout", "retry", "attempt"]
 TIMER_KINDS: Final[tuple[TimerKindValue, ...]] = get_args(TimerKindValue)
 
 TIMER_WAKE_KIND: Final[dict[str, WakeKind]] = {
@@ -43,6 +43,8 @@ TIMER_WAKE_KIND: Final[dict[str, WakeKind]] = {
     # names every deadline of a wait "wait-condition".
     "timeout": "wait-condition",
     "retry": "drive",
+    # Never due (``engine.activities.started``); a plain drive if one ever were.
+    "attempt": "drive",
 }
 """The wake kind a due timer of each kind asks the guard with."""
 

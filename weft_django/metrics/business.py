@@ -317,7 +317,7 @@ FAMILIES: Final[dict[str, tuple[str, str, str]]] = {
     ),
     "weft_workflows_finished_total": (
         "counter",
-        "Runs that ended (completed, failed, cancelled, timed_out), by workflow type.",
+        "Runs that ended (completed, failed, cancelled, timed_out, terminated), by workflow type.",
         "workflow",
     ),
     "weft_activity_duration_seconds": (

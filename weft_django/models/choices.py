@@ -38,7 +38,9 @@ class RunStatus(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
     # Terminal: its execution timeout passed (retry may reopen it).
     TIMED_OUT = "timed_out", "timed_out"
-    # Terminal: ended by a start with ``on_conflict="terminate-existing"``.
+    # Terminal: ended by a start with ``on_conflict="terminate-existing"`` or by an
+    # operator's reset (a new run of the id continues from a journal position of
+    # this one: ``engine.operations.fork``).
     TERMINATED = "terminated", "terminated"
 
 
@@ -106,6 +108,9 @@ class TimerKind(models.TextChoices):
     TIMEOUT = "timeout", "timeout"
     # The backoff before an activity's next attempt.
     RETRY = "retry", "retry"
+    # An activity attempt started and not yet settled (``engine.activities.started``):
+    # never fires; found by the next owner, it is the attempt its engine's death ended.
+    ATTEMPT = "attempt", "attempt"
 
 
 class AsyncStatus(models.TextChoices):

@@ -68,6 +68,11 @@ class WorkflowRun(models.Model):
         null=True, blank=True, help_text="no turn before this, ms (a failed turn's backoff)"
     )
     suspended_reason = models.TextField(blank=True, default="")
+    # Turns in a row ended by the death of their engine (``engine.turn.failures``,
+    # crash-loop containment): ``{"count", "engines", "position"}``, ``None`` when
+    # none. Cleared by the commit that records the run's next journal entry and
+    # by resume; at ``WEFT["MAX_RECOVERY_ATTEMPTS"]`` the run is suspended.
+    recoveries = models.JSONField(null=True, blank=True)
     # A cancel with a grace (``operations.stop``): set in the batch that rotates
     # the claim; the next turn delivers ``WorkflowCancelled`` into the body
     # (a ``cancel`` journal event) and the run ends ``cancelled`` by itself, or

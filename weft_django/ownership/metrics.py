@@ -87,6 +87,7 @@ class ClaimMetrics:
         self._abandoned_activity_threads = 0
         self._workflow_cache_hits = 0
         self._workflow_cache_misses = 0
+        self._workflow_crash_loops = 0
         #: Run ends and activity attempts by type name (its own lock).
         self.business = BusinessMetrics()
 
@@ -125,6 +126,11 @@ class ClaimMetrics:
             else:
                 self._workflow_cache_misses += 1
 
+    def record_crash_loop(self) -> None:
+        """Count one run suspended with ``CrashLoopError`` (``engine.turn.failures``)."""
+        with self._lock:
+            self._workflow_crash_loops += 1
+
     def record_wake(self, kind: WakeKind, decision: WakeDecision, transport: WakeTransport) -> None:
         """Count one wake of ``kind`` decided ``decision`` that arrived by ``transport``."""
         _check("wake kind", kind, WAKE_KINDS)
@@ -145,6 +151,7 @@ class ClaimMetrics:
                 abandoned_activity_threads=self._abandoned_activity_threads,
                 workflow_cache_hits=self._workflow_cache_hits,
                 workflow_cache_misses=self._workflow_cache_misses,
+                workflow_crash_loops=self._workflow_crash_loops,
                 business=self.business.snapshot(),
             )
 
@@ -158,6 +165,7 @@ class ClaimMetrics:
             self._abandoned_activity_threads = 0
             self._workflow_cache_hits = 0
             self._workflow_cache_misses = 0
+            self._workflow_crash_loops = 0
         self.business.reset()
 
     def to_json(self) -> dict[str, Any]:
@@ -176,6 +184,7 @@ class ClaimMetrics:
         metrics._abandoned_activity_threads = snap.abandoned_activity_threads
         metrics._workflow_cache_hits = snap.workflow_cache_hits
         metrics._workflow_cache_misses = snap.workflow_cache_misses
+        metrics._workflow_crash_loops = snap.workflow_crash_loops
         metrics.business.load(snap.business)
         return metrics
 
@@ -208,6 +217,10 @@ _HELP: Final[dict[str, tuple[str, str]]] = {
     "weft_workflow_cache_misses_total": (
         "counter",
         "Turns that found no valid cached replay and replayed the journal (cache on).",
+    ),
+    "weft_workflow_crash_loops_total": (
+        "counter",
+        "Runs suspended with CrashLoopError: their turns kept dying with their engine.",
     ),
 }
 
@@ -249,5 +262,8 @@ def to_prometheus_text(snapshot: ClaimMetricsSnapshot) -> str:
     header("weft_workflow_cache_misses_total")
     misses = count_or_zero(snapshot.workflow_cache_misses)
     lines.append(f"weft_workflow_cache_misses_total {misses}")
+    header("weft_workflow_crash_loops_total")
+    loops = count_or_zero(snapshot.workflow_crash_loops)
+    lines.append(f"weft_workflow_crash_loops_total {loops}")
     lines.extend(exposition_lines(snapshot.business))
     return "\n".join(lines) + "\n"

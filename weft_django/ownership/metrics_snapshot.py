@@ -102,6 +102,9 @@ class ClaimMetricsSnapshot:
     """Turns of an engine with the cache on that found no valid cached replay
     (never cached, evicted, the epoch or the run's version moved, other code
     registered): each replayed the journal in full."""
+    workflow_crash_loops: int = 0
+    """Runs suspended with ``CrashLoopError``: their turns kept dying with their
+    engine (``WEFT["MAX_RECOVERY_ATTEMPTS"]`` in a row, ``engine.turn.failures``)."""
     business: BusinessSnapshot = field(default_factory=BusinessSnapshot)
     """Run ends and activity attempts by type name (``business_metrics``)."""
 
@@ -130,6 +133,7 @@ class ClaimMetricsSnapshot:
             ),
             workflow_cache_hits=self.workflow_cache_hits + other.workflow_cache_hits,
             workflow_cache_misses=self.workflow_cache_misses + other.workflow_cache_misses,
+            workflow_crash_loops=self.workflow_crash_loops + other.workflow_crash_loops,
             business=self.business + other.business,
         )
 
@@ -156,6 +160,7 @@ class ClaimMetricsSnapshot:
             ),
             workflow_cache_hits=self.workflow_cache_hits - other.workflow_cache_hits,
             workflow_cache_misses=self.workflow_cache_misses - other.workflow_cache_misses,
+            workflow_crash_loops=self.workflow_crash_loops - other.workflow_crash_loops,
             business=self.business - other.business,
         )
 
@@ -168,6 +173,7 @@ class ClaimMetricsSnapshot:
             and not self.abandoned_activity_threads
             and not self.workflow_cache_hits
             and not self.workflow_cache_misses
+            and not self.workflow_crash_loops
             and self.business.is_zero()
         )
 
@@ -194,6 +200,7 @@ class ClaimMetricsSnapshot:
             "abandoned_activity_threads": count_or_zero(self.abandoned_activity_threads),
             "workflow_cache_hits": count_or_zero(self.workflow_cache_hits),
             "workflow_cache_misses": count_or_zero(self.workflow_cache_misses),
+            "workflow_crash_loops": count_or_zero(self.workflow_crash_loops),
             "business": self.business.to_json(),
         }
 
@@ -224,6 +231,7 @@ class ClaimMetricsSnapshot:
         abandoned = data.get("abandoned_activity_threads")
         hits = data.get("workflow_cache_hits")
         misses = data.get("workflow_cache_misses")
+        loops = data.get("workflow_crash_loops")
         wakes: dict[WakeKey, int] = {}
         raw_wakes = data.get("wakes")
         if isinstance(raw_wakes, list):
@@ -241,6 +249,7 @@ class ClaimMetricsSnapshot:
             abandoned_activity_threads=int(abandoned) if is_count(abandoned) else 0,
             workflow_cache_hits=int(hits) if is_count(hits) else 0,
             workflow_cache_misses=int(misses) if is_count(misses) else 0,
+            workflow_crash_loops=int(loops) if is_count(loops) else 0,
             business=BusinessSnapshot.from_json(data.get("business")),
         )
 

@@ -125,6 +125,10 @@ class ClaimRegistry:
         self.renew_scope = renew_scope
         self.cooldown = TakeoverCooldown(claim_renew_interval_ms)
         self._claims: dict[str, HolderRecord] = {}
+        #: workflow id -> the engine whose claim this engine took over, kept until
+        #: the first turn under the new claim takes it (``pop_taken_from``): a run
+        #: that engine left ``running`` had a turn die with it.
+        self._taken_from: dict[str, str] = {}
         self._releasing: set[str] = set()
         self._lock = threading.RLock()
         #: Renewal passes hold it; a release waits on it (see ``renewal_gate``).
@@ -174,6 +178,7 @@ class ClaimRegistry:
             current = self._claims.get(workflow_id)
             if current is not None and (expected is None or current is expected):
                 del self._claims[workflow_id]
+                self._taken_from.pop(workflow_id, None)
             self.metrics.set_active_claims(len(self._claims))
 
     # -- acquire -------------------------------------------------------------
@@ -257,17 +262,32 @@ class ClaimRegistry:
         if result.committed:
             assert transition.holder is not None
             self._track(workflow_id, transition.holder)
+            self._note_taken_from(workflow_id, snapshot.engine_id)
             self.metrics.record_claim_attempt("takeover")
             return TakeoverResult("acquired", workflow_id, epoch=transition.epoch)
         self.metrics.record_claim_attempt("lost_race")
         return TakeoverResult("lost-race", workflow_id, held_by=self._held_by(workflow_id))
 
-    def adopt_taken_over(self, workflow_id: str, transition: Transition) -> None:
+    def adopt_taken_over(
+        self, workflow_id: str, transition: Transition, previous: str | None = None
+    ) -> None:
         """Track a claim whose ``build_takeover`` the caller committed in its
-        own batch (a bulk takeover); only after that batch is durable."""
+        own batch (a bulk takeover); only after that batch is durable.
+        ``previous``: the engine it was taken from."""
         assert transition.holder is not None
         self._track(workflow_id, transition.holder)
+        self._note_taken_from(workflow_id, previous)
         self.metrics.record_claim_attempt("takeover")
+
+    def _note_taken_from(self, workflow_id: str, previous: str | None) -> None:
+        with self._lock:
+            self._taken_from[workflow_id] = previous or ""
+
+    def pop_taken_from(self, workflow_id: str) -> str | None:
+        """The engine this engine took ``workflow_id``'s claim over from, once
+        (``None``: acquired, not taken over, or already asked)."""
+        with self._lock:
+            return self._taken_from.pop(workflow_id, None)
 
     # -- renew ---------------------------------------------------------------
     def renew_all(self) -> list[RenewOutcome]:

@@ -11,7 +11,9 @@ turns that list into statements of ``db.write_statements``:
 - writes on different tables may change order: no weft table has a trigger,
   and Django's foreign keys on PostgreSQL are ``DEFERRABLE INITIALLY
   DEFERRED``; writes on one table keep their order;
-- a write of any other shape (a delete, a ``Call``, an insert that may fail
+- a delete by equal columns of a row nothing refers to (a turn's timers)
+  is a statement of its own shape, never merged with another;
+- a write of any other shape (another delete, a ``Call``, an insert that may fail
   as a ``UniqueAbsence``, a project's signal listener) is a barrier: what was
   grouped before it is written, then it is applied as before.
 
@@ -44,6 +46,7 @@ from weft_django.ownership.codec import (
 from weft_django.ownership.ops import (
     ClaimCondition,
     Condition,
+    Delete,
     Insert,
     PutClaim,
     RunCondition,
@@ -57,12 +60,14 @@ from weft_django.ownership.ops import (
 class _Group:
     """Writes of one table and one shape, to become one statement."""
 
-    kind: str  # "insert" | "update" | "claim"
+    kind: str  # "insert" | "update" | "claim" | "delete"
     model: type[models.Model]
     #: insert: instances; update: keys; claim: claim rows.
     items: list[Any] = field(default_factory=list)
     #: update: the ``SET`` clause and its parameters, shared by every key.
     assignments: tuple[str, list[Any]] | None = None
+    #: delete: the column filters.
+    filters: dict[str, Any] | None = None
 
     def statement(self, using: str, gate: str | None = None) -> Statement:
         if self.kind == "insert":
@@ -74,6 +79,11 @@ class _Group:
             return write_statements.update_statement(
                 self.model, self.items, self.assignments, using, gate
             )
+        if self.kind == "delete":
+            assert self.filters is not None
+            deleted = write_statements.delete_statement(self.model, self.filters, using, gate)
+            assert deleted is not None  # ``_join`` built it once already
+            return deleted
         return write_statements.claim_put_statement(self.items, using, gate)
 
 
@@ -194,6 +204,11 @@ def _join(groups: list[_Group], op: Write, using: str, now: Any) -> bool:
                 last.items.append(op.filters["pk"])
             return True
         groups.append(_Group("update", op.model, [op.filters["pk"]], assignments))
+        return True
+    if isinstance(op, Delete):
+        if write_statements.delete_statement(op.model, op.filters, using) is None:
+            return False
+        groups.append(_Group("delete", op.model, filters=dict(op.filters)))
         return True
     if isinstance(op, PutClaim):
         row = (op.workflow_id, op.epoch, *op.holder)

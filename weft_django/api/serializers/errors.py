@@ -45,8 +45,8 @@ def _field_for(annotation: Any, nullable: bool = False) -> serializers.Field:
         return serializers.IntegerField(**options)
     if annotation is bool:
         return serializers.BooleanField(**options)
-    if origin is list:
-        (item,) = typing.get_args(annotation) or (Any,)
+    if origin in (list, tuple):  # ``tuple[str, ...]`` is a JSON array too
+        item = (typing.get_args(annotation) or (Any,))[0]
         return serializers.ListField(child=_field_for(*_split_none(item)), **options)
     if origin is dict:
         return serializers.DictField(child=serializers.JSONField(), **options)

@@ -128,6 +128,37 @@ class ReasonSerializer(serializers.Serializer):
     )
 
 
+class ResetSerializer(ReasonSerializer):
+    """`POST workflows/<id>/reset/`: the journal position to continue from, a reason."""
+
+    at_position = serializers.IntegerField(
+        min_value=0,
+        help_text="Journal entries before this position are kept (reused, not run again); "
+        "the new run continues from here with today's code.",
+    )
+
+
+class ForkSerializer(serializers.Serializer):
+    """`POST workflows/<id>/fork/`: the position, the new workflow id, the input."""
+
+    at_position = serializers.IntegerField(
+        min_value=0,
+        help_text="Journal entries before this position are copied (reused, not run again).",
+    )
+    workflow_id_for_fork = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=200,
+        help_text="The new run's workflow id (default: <workflow_id>-fork-<hex>).",
+    )
+    input = JSONPayloadField(
+        what="fork input",
+        required=False,
+        allow_null=True,
+        help_text="The new run's input (default: the source's).",
+    )
+
+
 class CancelSerializer(ReasonSerializer):
     """`POST workflows/<id>/cancel/`: a reason, and a grace for cleanup or force."""
 

@@ -2,7 +2,7 @@
 
 ``base`` (the shared view class, the action base, the run lookup),
 ``workflows`` (list, start, detail, history), ``actions`` (signal, cancel,
-suspend, resume, retry, purge, query), ``ownership`` (ownership, claim
+suspend, resume, retry, purge, query, fork, reset), ``ownership`` (ownership, claim
 events, claims, engines), ``metrics``, ``async_tokens`` (the token-authorised
 endpoints) and ``fallback`` (the JSON 404). Every view is importable from
 here, as before the split.
@@ -14,8 +14,10 @@ from weft_django.api.logging import log_token_response
 
 from .actions import (
     WorkflowCancelView,
+    WorkflowForkView,
     WorkflowPurgeView,
     WorkflowQueryView,
+    WorkflowResetView,
     WorkflowResumeView,
     WorkflowRetryView,
     WorkflowSignalView,
@@ -46,11 +48,13 @@ __all__ = [
     "WorkflowCancelView",
     "WorkflowClaimEventsView",
     "WorkflowDetailView",
+    "WorkflowForkView",
     "WorkflowHistoryView",
     "WorkflowListView",
     "WorkflowOwnershipView",
     "WorkflowPurgeView",
     "WorkflowQueryView",
+    "WorkflowResetView",
     "WorkflowResumeView",
     "WorkflowRetryView",
     "WorkflowSignalView",

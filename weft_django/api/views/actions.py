@@ -1,4 +1,5 @@
-"""``POST workflows/<id>/<action>/``: signal, cancel, suspend, resume, retry, purge, query.
+"""``POST workflows/<id>/<action>/``: signal, cancel, suspend, resume, retry, purge, query,
+fork, reset.
 
 Each action is a ``WorkflowActionView``: its body serializer, one call to
 the client, and the answer; the schema of each sits on its class.
@@ -20,16 +21,19 @@ from weft_django.api.exceptions import QueryFailed
 from weft_django.api.schema import WORKFLOW_TAG, action_responses
 from weft_django.api.serializers import (
     CancelSerializer,
+    ForkSerializer,
     PurgeResultSerializer,
     QueryResultSerializer,
     QuerySerializer,
     ReasonSerializer,
+    ResetSerializer,
     SignalAcceptedSerializer,
     SignalSerializer,
     WorkflowDetailSerializer,
 )
 from weft_django.engine import operations
 from weft_django.errors import UnknownQuery, WeftError
+from weft_django.models import WorkflowRun
 
 from .base import WorkflowActionView, actor, detail_response
 
@@ -151,6 +155,63 @@ class WorkflowRetryView(WorkflowActionView):
 
 @extend_schema_view(
     post=extend_schema(
+        operation_id="weft_workflows_fork",
+        tags=WORKFLOW_TAG,
+        summary="Fork a run at a journal position",
+        description="A new run (workflow_id_for_fork) whose journal is the latest run's entries "
+        "before at_position: recorded results are reused, the rest runs with today's code. "
+        "The source, live or ended, is untouched (201, the new run). at_position beyond the "
+        "journal or splitting a ctx.all group, or a workflow not registered → 400.",
+        request=ForkSerializer,
+        responses=action_responses(WorkflowDetailSerializer, status=201),
+    )
+)
+class WorkflowForkView(WorkflowActionView):
+    """``workflows/<id>/fork/``."""
+
+    body = ForkSerializer
+
+    def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        handle = client.fork(
+            workflow_id,
+            at_position=data["at_position"],
+            workflow_id_for_fork=data.get("workflow_id_for_fork"),
+            input=data.get("input"),
+            actor=actor(request),
+        )
+        return detail_response(WorkflowRun.objects.get(pk=handle.run_id), status=201)
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="weft_workflows_reset",
+        tags=WORKFLOW_TAG,
+        summary="Reset a run to a journal position",
+        description="The latest run ends terminated (if live: the claim's epoch rotated, live "
+        "children cancelled, the reason recorded) and a new run of the same workflow id "
+        "continues from its journal before at_position, in one batch (the new run). Bad "
+        "at_position → 400, nothing written.",
+        request=ResetSerializer,
+        responses=action_responses(WorkflowDetailSerializer),
+    )
+)
+class WorkflowResetView(WorkflowActionView):
+    """``workflows/<id>/reset/``."""
+
+    body = ResetSerializer
+
+    def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        handle = client.reset(
+            workflow_id,
+            at_position=data["at_position"],
+            reason=data.get("reason") or "",
+            actor=actor(request),
+        )
+        return detail_response(WorkflowRun.objects.get(pk=handle.run_id))
+
+
+@extend_schema_view(
+    post=extend_schema(
         operation_id="weft_workflows_purge",
         tags=WORKFLOW_TAG,
         summary="Delete every terminal run of a workflow id",
@@ -209,8 +270,10 @@ class WorkflowQueryView(WorkflowActionView):
 
 __all__ = [
     "WorkflowCancelView",
+    "WorkflowForkView",
     "WorkflowPurgeView",
     "WorkflowQueryView",
+    "WorkflowResetView",
     "WorkflowResumeView",
     "WorkflowRetryView",
     "WorkflowSignalView",

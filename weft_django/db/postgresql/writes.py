@@ -12,6 +12,8 @@ most of an engine's CPU. Here the same rows are written by fewer statements:
   Django's own ``bulk_create`` relies on);
 - ``update_statement``: one set of values on many rows of one model by key,
   ``WHERE pk = ANY(%s)``;
+- ``delete_statement``: a timer delete by equal columns (``run_id``,
+  ``position``, ``kind``) -- a turn's settle removes the command's timers;
 - ``claim_put_statement``: claim rows' epoch and holder columns, each row its
   own values, ``UPDATE … FROM (VALUES …)``;
 - ``execute``: statements on *distinct* tables as ONE statement of
@@ -35,7 +37,7 @@ from django.db import connections, models
 from django.db.models import signals
 
 from weft_django.db.single_row import APPEND_ONLY_MODELS
-from weft_django.models import WorkflowClaim, WorkflowRun
+from weft_django.models import Timer, WorkflowClaim, WorkflowRun
 
 
 @dataclass
@@ -138,6 +140,45 @@ def update_statement(
         where = f"{where} AND {gate}"
     sql = f"UPDATE {table} SET {set_sql} WHERE {where} RETURNING 1"
     return Statement(table, sql, [*params, *key_params], using=using)
+
+
+#: Rows a ``DELETE`` may remove inside a coalesced batch: nothing refers to
+#: them (no cascade to run) and weft never listens to their delete signals.
+DELETABLE_MODELS: tuple[type[models.Model], ...] = (Timer,)
+
+
+def delete_statement(
+    model: type[models.Model], filters: dict[str, Any], using: str, gate: str | None = None
+) -> Statement | None:
+    """``DELETE`` the rows of ``model`` whose columns equal ``filters`` (where
+    ``gate`` holds); ``None`` = not this shape (another model, a lookup other
+    than equality, a ``None`` value, a listener on its delete signals)."""
+    if model not in DELETABLE_MODELS or not filters:
+        return None
+    if signals.pre_delete.has_listeners(model) or signals.post_delete.has_listeners(model):
+        return None
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    where: list[str] = []
+    params: list[Any] = []
+    for name, value in filters.items():
+        try:
+            column = model._meta.get_field(name)
+        except Exception:  # a lookup (``pk__in``) or an unknown name
+            return None
+        if (
+            value is None
+            or not isinstance(column, models.Field)
+            or not column.column
+            or (column.is_relation and name != column.attname)
+        ):
+            return None
+        where.append(f"{quote(column.column)} = %s")
+        params.append(column.get_db_prep_value(value, connection))
+    if gate is not None:
+        where.append(gate)
+    sql = f"DELETE FROM {quote(model._meta.db_table)} WHERE {' AND '.join(where)} RETURNING 1"
+    return Statement(quote(model._meta.db_table), sql, params, using=using)
 
 
 #: The claim columns a ``PutClaim`` writes, after the key.
@@ -345,11 +386,13 @@ def _returned(statement: Statement) -> str:
 
 
 __all__ = [
+    "DELETABLE_MODELS",
     "GATE",
     "ClaimPredicate",
     "RunPredicate",
     "Statement",
     "claim_put_statement",
+    "delete_statement",
     "execute",
     "execute_checked",
     "insert_statement",

@@ -177,8 +177,9 @@ def pick_up_batch(engine: TurnHost, limit: int) -> BatchPickup:
                     committed_folds = folds
                     for run, values in zip(batch, committed_values, strict=True):
                         # Never picked up before (the pickup sets ``started_at``
-                        # only then): no journal, no timers.
-                        if "started_at" in values:
+                        # only then): no journal, no timers -- unless it is a
+                        # fork or reset, whose start copied a journal prefix.
+                        if "started_at" in values and run.continued_from_id is None:
                             out.fresh.add(str(run.pk))
                         out.picked.append(as_committed(run, values))
                 else:  # not expected under these locks; each run then on its own

@@ -114,6 +114,7 @@ def take_over_gone(engine: TurnHost, gone: frozenset[str], limit: int) -> BulkTa
         return out
     now = engine.now_ms()
     adopted: list[tuple[str, str, Transition]] = []
+    previous: dict[str, str] = {}  # workflow id -> the gone engine it was taken from
     try:
         with transaction.atomic(using=db):
             rows = store.ops(db).lock_gone_claims_skip_locked(
@@ -142,6 +143,7 @@ def take_over_gone(engine: TurnHost, gone: frozenset[str], limit: int) -> BulkTa
                     else:
                         writes.append(write)
                 batch.append((locked.run_id, locked.workflow_id, transition))
+                previous[locked.workflow_id] = snapshot.engine_id or ""
             if batch:
                 writes.append(TakeoverClaims(tuple(puts), conditions[0]))
                 writes.append(BulkInsert(events))
@@ -165,7 +167,7 @@ def take_over_gone(engine: TurnHost, gone: frozenset[str], limit: int) -> BulkTa
         return BulkTakeover()
     # Durable now: track each claim (the renewals keep it from here).
     for run_id, workflow_id, transition in adopted:
-        registry.adopt_taken_over(workflow_id, transition)
+        registry.adopt_taken_over(workflow_id, transition, previous.get(workflow_id))
         out.taken.append((run_id, workflow_id))
     if out.taken:
         logger.info(

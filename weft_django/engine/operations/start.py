@@ -30,6 +30,7 @@ by its parent's fenced checkpoint instead (``engine.turn.child``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ from weft_django.errors import (
 from weft_django.kernel.ids import is_storable_text, validate_workflow_id
 from weft_django.models import TERMINAL_STATUSES, WorkflowRun
 from weft_django.ownership.batch import conditional_batch
-from weft_django.ownership.ops import Insert, UniqueAbsence
+from weft_django.ownership.ops import Condition, Insert, UniqueAbsence, Write
 
 
 class UnknownQueueError(InvalidArgumentError):
@@ -215,6 +216,24 @@ def row(new: NewRun, **columns: Any) -> WorkflowRun:
     return WorkflowRun(**values)
 
 
+@dataclass(frozen=True)
+class Carried:
+    """What a start carries into its one batch besides the row (fork, reset):
+    the source's journal prefix (``rows``, built for the new row) and, for a
+    reset, the ending of the live run it replaces (``conditions``, ``before``).
+    Applied in the same batch as the insert: all or nothing."""
+
+    rows: Callable[[WorkflowRun], Sequence[Write]]
+    conditions: Sequence[Condition] = ()
+    #: Written before the insert: a reset's ending of ``replaces``, so the
+    #: live-run constraint holds when the new row goes in.
+    before: Sequence[Write] = ()
+    #: The pk of the live run ``before`` ends (it does not stand in the way).
+    replaces: Any = None
+    #: More columns of the new row (``continued_from``: the source run).
+    columns: dict[str, Any] = field(default_factory=dict)
+
+
 def live_insert(run: WorkflowRun) -> tuple[UniqueAbsence, Insert]:
     """The insert of ``run`` under "no live run of its workflow id", and that
     condition (what a lost race fails)."""
@@ -222,9 +241,10 @@ def live_insert(run: WorkflowRun) -> tuple[UniqueAbsence, Insert]:
     return absence, Insert(run, absence)
 
 
-def start(new: NewRun) -> tuple[WorkflowRun, bool]:
+def start(new: NewRun, carried: Carried | None = None) -> tuple[WorkflowRun, bool]:
     """Write ``new`` as a ``pending`` run: ``(run, True)``, or ``(run, False)``
-    for the run its idempotency key already names.
+    for the run its idempotency key already names. ``carried``: more rows in
+    the same batch (a fork's journal prefix, a reset's ending of the live run).
 
     ``WorkflowAlreadyRunning`` when a live run holds the id;
     ``InvalidTransitionError`` after a finished one without ``after_finished``.
@@ -233,7 +253,7 @@ def start(new: NewRun) -> tuple[WorkflowRun, bool]:
     constraint its insert fails on, not a transaction around the reads.
     """
     db = get_settings().database
-    if new.idempotency_key is None:
+    if new.idempotency_key is None and carried is None:
         run = _start_in_one_statement(new, db)
         if run is not None:
             return run, True
@@ -242,14 +262,20 @@ def start(new: NewRun) -> tuple[WorkflowRun, bool]:
     if existing is not None:
         return existing, False
     previous = runs.latest_for(new.workflow_id)
-    if previous is not None:
+    replaced = previous is not None and carried is not None and previous.pk == carried.replaces
+    if previous is not None and not replaced:
         if previous.status not in TERMINAL_STATUSES:
             raise WorkflowAlreadyRunning(new.workflow_id, str(previous.pk))
         if not new.after_finished:
             raise InvalidTransitionError(new.workflow_id, previous.status, "start")
-    run = row(new)
+    run = row(new, **(carried.columns if carried is not None else {}))
     absence, insert = live_insert(run)
-    if not conditional_batch([absence], [insert], using=db).committed:
+    conditions: list[Condition] = [absence]
+    writes: list[Write] = [insert]
+    if carried is not None:
+        conditions = [*carried.conditions, absence]
+        writes = [*carried.before, insert, *carried.rows(run)]
+    if not conditional_batch(conditions, writes, using=db).committed:
         existing = _keyed(new, db)
         if existing is not None:
             return existing, False
@@ -311,6 +337,7 @@ def start_run(
 
 __all__ = [
     "MAX_FAIRNESS_WEIGHT",
+    "Carried",
     "NewRun",
     "UnknownQueueError",
     "live_insert",

@@ -52,6 +52,7 @@ def reactivation_values(action: Literal["resume", "retry"]) -> dict[str, Any]:
         # A fresh start: the failed-turn bound counts again from zero.
         "turn_failures": 0,
         "turn_retry_at": None,
+        "recoveries": None,  # and so does the crash-loop count (a fix was deployed)
         "error": None,
     }
     if action == "retry":

@@ -69,7 +69,9 @@ def run_waits(run: WorkflowRun, *, now_ms: int | None = None) -> list[Wait]:
     reason = waiting_reason(run, now_ms=now_ms)
     if reason is not None:
         waits.append(Wait("queue_slot", reason, {"queue": run.queue}))
-    for timer in Timer.objects.using(db).filter(run_id=run.pk).order_by("fire_at", "pk"):
+    # A started marker (``activities.started``) is no wait: it never fires.
+    timers = Timer.objects.using(db).filter(run_id=run.pk).exclude(kind="attempt")
+    for timer in timers.order_by("fire_at", "pk"):
         waits.append(
             Wait(
                 "timer",

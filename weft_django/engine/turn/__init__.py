@@ -42,6 +42,7 @@ from weft_django.engine.turn.cancel import cancel_error, deliver_cancel
 from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.concurrent import await_attempts, commit_finished
+from weft_django.engine.turn.failures import note_recovery
 from weft_django.engine.turn.finish import continue_as_new, stop
 from weft_django.engine.turn.park import park
 from weft_django.engine.turn.publish import flush as flush_published
@@ -85,6 +86,8 @@ class Turn(TurnState):
             self.drop_attempts("the turn ended")
 
     def _drive(self) -> str:
+        if note_recovery(self):  # its turns keep dying with their engine
+            return "suspended"
         for _ in range(MAX_STEPS):
             if self.replay is None:
                 try:

@@ -9,7 +9,10 @@ inside a transaction or under a row lock -- except an *atomic* activity's
 (``@activity(atomic=True)``, ``engine.atomic``): it runs here, on the turn
 thread, inside the transaction that then commits its result through the
 same fenced checkpoint, so its own writes and its journal entry commit
-together or not at all. An attempt is not started when
+together or not at all. Every attempt that runs here (plain or atomic) is
+first recorded as started (``engine.activities.started``): a marker found by
+the next owner is an attempt its engine's death ended, settled as a failed
+attempt (``AttemptInterrupted``) that obeys ``retries``. An attempt is not started when
 this engine already knows its claim is gone: its result could never be
 recorded. The attempt's ``activity_info()`` is built here, where the run,
 the position, the attempt number and the epoch are known, with the
@@ -30,6 +33,12 @@ from weft_django.engine.activities.info import (
     AttemptControl,
     idempotency_key,
 )
+from weft_django.engine.activities.started import (
+    MARKER_KIND,
+    AttemptInterrupted,
+    marked_attempt,
+    record_started,
+)
 from weft_django.engine.journal import RunInbox
 from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.runs.metrics import attempt_outcome, record_attempt
@@ -38,7 +47,7 @@ from weft_django.engine.turn.activity_slots import (
     release_activity_slot,
     wait_for_activity_slot,
 )
-from weft_django.engine.turn.commit import TurnState
+from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
 from weft_django.engine.turn.routed import expire_routed, start_routed
 from weft_django.engine.workflow.commands import RunActivity
@@ -78,6 +87,10 @@ def start_attempt(
     """
     if leaf.id in turn.attempts:
         return False
+    marker = inbox.timers.get((MARKER_KIND, leaf.id))
+    started = marked_attempt(marker)
+    if started is not None:  # its engine stopped while it ran: that attempt failed
+        return _interrupted(turn, leaf, name, started, marker.engine_id if marker else "")
     timer = inbox.timers.get(("retry", leaf.id))
     if timer is not None and timer.fire_at > now:
         return False
@@ -89,6 +102,7 @@ def start_attempt(
     turn.still_owner()
     host = turn.host
     if definition.atomic:
+        _mark_started(turn, leaf, number, inbox)
         return _run_atomic(turn, leaf, definition, number, args, kwargs, on_success, secret)
     if definition.queue is not None and not activity_slot(turn, leaf.id, definition.queue):
         # No slot of its queue now: ask again in a moment (a retry timer, same attempt).
@@ -106,6 +120,7 @@ def start_attempt(
             secret,
             span_for=lambda: attempt_span(turn, leaf, definition, number),
         )
+    _mark_started(turn, leaf, number, inbox)
     control = AttemptControl(
         wall_ms,  # the executor's clock: an attempt's timeouts are real time
         heartbeat_timeout_ms=definition.heartbeat_timeout_ms,
@@ -126,6 +141,29 @@ def start_attempt(
     handle.future.add_done_callback(lambda _: turn.attention.set())
     turn.attempts[leaf.id] = PendingAttempt(leaf, definition, number, handle, on_success, secret)
     return False
+
+
+def _mark_started(turn: TurnState, leaf: Leaf, number: int, inbox: RunInbox) -> None:
+    """Record attempt ``number`` at ``leaf`` as started, before its code runs
+    (``engine.activities.started``); the turn's known timers include it."""
+    run = turn.run
+    marker = record_started(
+        turn.host, run_id=run.pk, workflow_id=run.workflow_id, position=leaf.id, attempt=number
+    )
+    if marker is None:
+        raise TurnAborted(run.workflow_id)
+    inbox.timers[(MARKER_KIND, leaf.id)] = marker
+
+
+def _interrupted(turn: TurnState, leaf: Leaf, name: str, number: int, engine_id: str) -> bool:
+    """Settle attempt ``number``, found started and never settled, as failed."""
+    try:
+        definition = get_activity(name)
+    except LookupError as exc:
+        return turn.settle(leaf, error=ActivityError(name, str(exc), kind="non_retryable"))
+    record_attempt(turn.host.metrics, name, "failed", 0.0)
+    outcome = ActivityOutcome(ok=False, error=AttemptInterrupted(engine_id))
+    return finish_outcome(turn, leaf, definition, number, outcome)
 
 
 def _run_atomic(
@@ -282,7 +320,8 @@ def finish_outcome(
     )
     turn.commit(
         [
-            Delete(Timer, {"run_id": turn.run.pk, "position": leaf.id, "kind": "retry"}),
+            # The retry timer it replaces and the attempt's started marker.
+            Delete(Timer, {"run_id": turn.run.pk, "position": leaf.id}),
             Insert(retry_timer),
             *expired,
         ],

@@ -201,6 +201,8 @@ class TurnState:
             "turn_started_at": now,
             "turn_pid": os.getpid(),
         }
+        if recorded and self.run.recoveries is not None:
+            values["recoveries"] = None  # progress: the crash-loop count starts over
         values.update(run_values or {})
         batch.append(Update(WorkflowRun, {"pk": self.run.pk}, values))
         status_guard = RunCondition(self.run.pk, statuses=DRIVABLE_STATUSES, label="run-status")
@@ -215,8 +217,10 @@ class TurnState:
         )
         if result.committed:
             self.version += 1
+            self.run.recoveries = values.get("recoveries", self.run.recoveries)
             announce_answers(self.run.pk, self.run.workflow_id, self.db, recorded)
-            if any(_writes_timers(w) for w in batch):
+            known = self.known_timers
+            if any(_writes_timers(w) and not _forgotten(known, w) for w in batch):
                 self.inbox = None  # its timers are no longer what is stored
             if self.replay is not None:
                 for event in events:
@@ -268,6 +272,18 @@ class TurnState:
             return True
         self.commit(batch, conditions=conditions, already_fed=[event])
         return True
+
+
+def _forgotten(known: dict[tuple[str, int | None], Timer] | None, write: Write) -> bool:
+    """Whether ``write`` deleted the timers of one position, now dropped from
+    the ``known`` timers too (they stay what is stored: no re-read)."""
+    if known is None or not isinstance(write, Delete) or write.model is not Timer:
+        return False
+    if set(write.filters) != {"run_id", "position"}:
+        return False
+    for key in [k for k in known if k[1] == write.filters["position"]]:
+        del known[key]
+    return True
 
 
 def _writes_timers(write: Write) -> bool:

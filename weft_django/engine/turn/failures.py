@@ -19,6 +19,21 @@ scheduler's turn threads and the Celery pool's task body call it):
   ``"turn_failures_exhausted"``). ``client.resume()`` makes it pending again
   with the counter reset; a turn that ends normally resets it too.
 
+A turn can also end without raising: its engine dies (an activity or the
+body kills the process). ``note_recovery`` is the answer to that, run by the
+first turn under a claim taken over from another engine: when the run is
+still ``running`` (the dead engine's turn never parked it), the turn died
+with its engine. It is counted in ``WorkflowRun.recoveries`` (with the
+engines lost and the journal position) by a fenced write before the body
+runs again; at ``WEFT["MAX_RECOVERY_ATTEMPTS"]`` in a row the run is
+suspended with ``CrashLoopError`` instead of being replayed (a WARNING, the
+``weft_workflow_crash_loops_total`` counter), so a poison run cannot take
+the fleet down one engine at a time. The commit that records the run's next
+journal entry clears the count (progress), and so does ``client.resume``.
+Not seen: a parked run whose wake kills its engine before the turn's first
+commit (the run is still ``parked`` then); an activity that does so is
+counted by its started marker instead (``engine.activities.started``).
+
 Both writes are fenced (``ownership.fence.fenced_commit`` through the turn's
 own checkpoint, conditioned on the run's version and a drivable status): the
 counter and the backoff stamp decide *whether* the run is driven, so unlike
@@ -40,8 +55,8 @@ from weft_django.engine.host import TurnHost
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.finish import stop
-from weft_django.errors import EngineDeposedError
-from weft_django.models import DRIVABLE_STATUSES, WorkflowRun
+from weft_django.errors import CrashLoopError, EngineDeposedError
+from weft_django.models import DRIVABLE_STATUSES, JournalEntry, WorkflowRun
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.ops import RunCondition, Update
 
@@ -173,6 +188,68 @@ def _suspend(host: TurnHost, run: WorkflowRun, exc: BaseException, failures: int
     return TurnFailure("suspended", failures)
 
 
+#: How many lost engines a run's recovery record names (the latest ones).
+MAX_ENGINES_NAMED = 10
+
+
+def note_recovery(turn: TurnState) -> bool:
+    """Count the death of the previous owner's turn, if there was one; at the
+    bound suspend the run with ``CrashLoopError``. ``True``: the run was
+    suspended and the turn must not drive it."""
+    host, run = turn.host, turn.run
+    registry = host.registry
+    lost = registry.pop_taken_from(run.workflow_id) if registry is not None else None
+    if lost is None or turn.fresh or run.status != "running":
+        return False
+    prior = run.recoveries if isinstance(run.recoveries, dict) else {}
+    count = int(prior.get("count", 0)) + 1
+    engines = [*prior.get("engines", []), lost or "?"][-MAX_ENGINES_NAMED:]
+    position = JournalEntry.objects.using(turn.db).filter(run_id=run.pk).count()
+    record = {"count": count, "engines": engines, "position": position}
+    limit = host.settings.max_recovery_attempts
+    if count < limit:
+        turn.commit([], run_values={"recoveries": record})
+        run.recoveries = record
+        logger.info(
+            "turn of %s (run %s) died with engine %s (%s of %s in a row)",
+            run.workflow_id,
+            run.pk,
+            lost,
+            count,
+            limit,
+        )
+        return False
+    error = CrashLoopError(
+        workflow_id=run.workflow_id, position=position, attempts=count, engines=tuple(engines)
+    )
+    stop(
+        turn,
+        "suspended",
+        error=error_record(error),
+        release=True,
+        reason=str(error),
+        extra_values={"recoveries": record},
+    )
+    host.metrics.record_crash_loop()
+    logger.warning(
+        "workflow %s (run %s) suspended: %s",
+        run.workflow_id,
+        run.pk,
+        error,
+        extra={
+            "weft": {
+                "event": "crash_loop",
+                "workflow_id": run.workflow_id,
+                "run_id": str(run.pk),
+                "position": position,
+                "recoveries": count,
+                "engines": engines,
+            }
+        },
+    )
+    return True
+
+
 def _fields(run: WorkflowRun, failures: int, exc: BaseException, event: str) -> dict[str, Any]:
     """The structured log fields: ids, the count and the exception's type (no payload)."""
     return {
@@ -186,9 +263,11 @@ def _fields(run: WorkflowRun, failures: int, exc: BaseException, event: str) -> 
 
 __all__ = [
     "BASE_RETRY_DELAY_MS",
+    "MAX_ENGINES_NAMED",
     "MAX_RETRY_DELAY_MS",
     "TurnFailure",
     "TurnFailureOutcome",
+    "note_recovery",
     "record_turn_failure",
     "retry_delay_ms",
 ]

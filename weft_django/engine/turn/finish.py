@@ -23,7 +23,7 @@ from weft_django.engine.queues.freed import announce_slot_freed
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.runs.metrics import record_run_end
 from weft_django.engine.turn.child import cancel_abandoned_children
-from weft_django.engine.turn.commit import TurnAborted, TurnState
+from weft_django.engine.turn.commit import HeldResult, TurnAborted, TurnState
 from weft_django.engine.turn.publish import CarrySearchAttributes
 from weft_django.engine.wakes import Wake, announce
 from weft_django.engine.workflow.payload import normalize
@@ -36,6 +36,18 @@ logger = logging.getLogger("weft_django.engine")
 EndStatus = Literal["completed", "failed", "cancelled", "suspended"]
 """How a turn can leave a run for good (``suspended`` until resumed;
 ``cancelled`` after a cancel with a grace was delivered and cleanup ended)."""
+
+
+def _held_writes(held: HeldResult | None, *, drop_timer_deletes: bool) -> list[Write]:
+    """The held result's writes; its position's timer delete is dropped when the
+    end deletes every timer of the run anyway (one timer statement, not two)."""
+    if held is None:
+        return []
+    return [
+        w
+        for w in held.writes
+        if not (drop_timer_deletes and isinstance(w, Delete) and w.model is Timer)
+    ]
 
 
 def stop(
@@ -83,7 +95,7 @@ def stop(
     try:
         turn.commit(
             [
-                *(held.writes if held else ()),
+                *_held_writes(held, drop_timer_deletes=not no_timers),
                 *writes,
                 *(transition.writes if transition else ()),
             ],

@@ -53,6 +53,7 @@ def plan_timers(
     pending retry), inserted when missing; timers no open command needs,
     deleted. ``wake_at``: the earliest timer or the run's deadline."""
     wanted: dict[tuple[str, int], int] = {}
+    opened = {leaf.id for leaf in open_leaves}
     for leaf in open_leaves:
         command = leaf.command
         if isinstance(command, Sleep):
@@ -63,6 +64,9 @@ def plan_timers(
         retry = timers.get(("retry", leaf.id))
         if retry is not None:
             wanted[("retry", leaf.id)] = retry.fire_at
+    # An open command's started marker (``engine.activities.started``) stays: it
+    # never fires, so it is neither inserted here nor a wake time.
+    kept = {(kind, pos) for (kind, pos) in timers if kind == "attempt" and pos in opened}
     writes: list[Write] = []
     fire_times: list[int] = []
     for key, fire_at in wanted.items():
@@ -83,7 +87,11 @@ def plan_timers(
                 )
             )
         )
-    stale = [t.pk for key, t in timers.items() if key[1] is not None and key not in wanted]
+    stale = [
+        t.pk
+        for key, t in timers.items()
+        if key[1] is not None and key not in wanted and key not in kept
+    ]
     if stale:
         writes.append(Delete(Timer, {"pk__in": stale}))
     if deadline_at is not None:

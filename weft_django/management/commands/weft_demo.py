@@ -16,6 +16,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from weft_django.management import checked_args as checked
+from weft_django.models import TERMINAL_STATUSES
 
 
 class Command(BaseCommand):
@@ -68,7 +69,7 @@ class Command(BaseCommand):
                 if current != status:
                     status = current
                     self.stdout.write(f"status: {status}")
-                if status in ("completed", "failed", "cancelled", "timed_out", "terminated"):
+                if status in TERMINAL_STATUSES:
                     break
                 time.sleep(0.1)
             if status != "completed":

@@ -1,0 +1,103 @@
+"""Crash-loop containment with real engine processes that die (``os._exit``).
+
+Three ``weft_worker`` children; whenever one dies the test starts a
+replacement under a new engine id (a fleet that restarts its dead). Then:
+
+- an activity that exits its process, with ``retries=2``: each death is a
+  failed attempt ("the engine running it stopped"); after 3 deaths the
+  workflow gets ``ActivityError`` and completes its ``except`` branch;
+- a workflow body that exits its process: after ``MAX_RECOVERY_ATTEMPTS``
+  (3 here) deaths the run is ``suspended`` with ``CrashLoopError``;
+- the fleet is still up afterwards (a fresh workflow completes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from project.demo.models import SideEffect
+from tests.engines.harness import HANG_TIMEOUT_S, Worker, kill_all, wait_for
+from tests.engines.poison_workflows import IMPORTS
+from weft_django import client
+from weft_django.models import WorkflowRun
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+ENV = {"WEFT_MAX_RECOVERY_ATTEMPTS": "3"}
+
+
+class Fleet:
+    """Three engines; a dead one is replaced by a new engine id."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.generation = 0
+        self.workers: list[Worker] = []
+        self.deaths = 0
+        for _ in range(3):
+            self.workers.append(self._spawn())
+
+    def _spawn(self) -> Worker:
+        self.generation += 1
+        worker = Worker(f"poison-{self.generation}", self.logs, env=ENV, imports=IMPORTS)
+        return worker
+
+    def keep_up(self) -> None:
+        for i, worker in enumerate(self.workers):
+            if worker.proc.poll() is not None:
+                self.deaths += 1
+                self.workers[i] = self._spawn()
+
+    def stop(self) -> None:
+        kill_all(self.workers)
+
+
+def _status(workflow_id: str) -> str | None:
+    run = WorkflowRun.objects.filter(workflow_id=workflow_id).order_by("-created_at").first()
+    return run.status if run else None
+
+
+def test_poison_runs_are_contained_and_the_fleet_stays_up(tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path)
+    try:
+        for w in fleet.workers:
+            w.wait_booted()
+        act = client.start("poison-activity", {"id": "pa"}, workflow_id="poison-act")
+
+        def done() -> bool:
+            fleet.keep_up()
+            return _status("poison-act") in ("completed", "failed", "suspended")
+
+        wait_for("the poison activity to be contained", done, timeout=HANG_TIMEOUT_S * 6)
+        result = act.result(timeout=5)
+        assert result["attempts"] == 3, result
+        assert "the engine running it stopped" in result["caught"], result
+        assert SideEffect.objects.filter(kind="poison-attempt", key="pa").count() == 3
+
+        deaths_before = fleet.deaths
+        client.start("poison-body", {}, workflow_id="poison-body")
+
+        def parked() -> bool:
+            fleet.keep_up()
+            return _status("poison-body") == "suspended"
+
+        wait_for("the poison body to be suspended", parked, timeout=HANG_TIMEOUT_S * 6)
+        run = WorkflowRun.objects.filter(workflow_id="poison-body").get()
+        assert run.error["type"] == "CrashLoopError", run.error
+        assert "journal position 0" in run.error["message"]
+        assert run.recoveries["count"] == 3
+        # 1 death on the first pickup, then one per recovery before the bound.
+        fleet.keep_up()
+        assert fleet.deaths - deaths_before >= 3
+
+        # The fleet is still up: every worker alive and booted, none dying any more.
+        for w in fleet.workers:
+            w.wait_booted()
+        deaths_after = fleet.deaths
+        fleet.keep_up()
+        assert fleet.deaths == deaths_after
+        assert all(w.proc.poll() is None for w in fleet.workers)
+    finally:
+        fleet.stop()
