@@ -174,6 +174,9 @@ def test_a_terminated_presence_session_is_reopened_and_the_record_is_live_again(
 
 
 @postgres_only
+# The fork is the point (a Celery prefork child); Python 3.12+ warns on any fork
+# of a process with threads (under pytest-xdist, the worker's channel thread).
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_does_not_end_its_parents_presence_session() -> None:
     a, b = _opened("fa"), _opened("fb")
     pid_a = a.backend_pid()
