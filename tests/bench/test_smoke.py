@@ -223,7 +223,9 @@ def test_cpu_split_smoke(tmp_path: Path) -> None:
     assert len(figures["engine_cpu_ms_per_workflow"]) == 2
     assert figures["engines_cpu_ms_per_workflow"] > 0  # the engines did the work
     assert figures["postgres_cpu_ms_per_workflow"] > 0
-    assert 0 < figures["machine_busy_share"] <= 1.05
+    # A share of the machine: at most 1, give or take the sampling of busy time
+    # (on a loaded machine the two readings are a few ms apart).
+    assert 0 < figures["machine_busy_share"] <= 1.1
     assert doc["settings"] == {
         "engines": 2,
         "concurrency": 2,
