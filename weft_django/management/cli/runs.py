@@ -52,9 +52,12 @@ def short(moment: datetime | None) -> str:
 
 
 def clip(value: Any, limit: int = 80) -> str:
-    """``value`` as one line of JSON, cut at ``limit`` characters."""
+    """``value`` as one line of JSON; over ``limit`` characters, its first
+    ``limit`` and a marker saying how many were left out."""
     text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters]"
 
 
 def summary(run: WorkflowRun) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from weft_django.engine.runs.waits import run_waits
 from weft_django.models import JournalEntry, WorkflowRun
 
 from .console import EXIT_USAGE, CliError, Console, Subcommand
+from .error_text import error_lines
 from .runs import clip, db, iso, iso_ms, latest, summary
 
 #: Journal entries shown by default.
@@ -120,7 +121,8 @@ def _text(body: dict[str, Any]) -> list[str]:
     if body["status"] == "completed":
         lines.append(f"  result:    {clip(body['result'], 200)}")
     if body["error"] is not None:
-        lines.append(f"  error:     {clip(body['error'], 200)}")
+        lines.append("  error:")
+        lines += error_lines(body["error"], indent="    ")
     lines.append("waiting for:")
     lines += [f"  - {w['text']}" for w in body["waiting_for"]] or ["  (nothing)"]
     shown, total = len(body["journal"]), body["journal_total"]
