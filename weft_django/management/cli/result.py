@@ -70,10 +70,18 @@ def run(options: dict[str, Any], console: Console) -> None:
     )
 
 
+#: What `--help` says (for people using the command).
+USAGE = """Print a finished run's result as JSON.
+
+Answers at once unless --timeout SECONDS waits for the run to finish. Exit 0
+with the result; 1 if the run failed, was cancelled or timed out (its error's
+headline and traceback are printed); 5 if it has not finished yet."""
+
+
 RESULT = Subcommand(
     name="result",
     help="Print a finished run's result (exit 1 if it failed, 5 if not finished in --timeout).",
-    description=__doc__ or "",
+    description=USAGE,
     add_arguments=add_arguments,
     run=run,
 )

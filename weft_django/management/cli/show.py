@@ -137,10 +137,16 @@ def _text(body: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: What `--help` says (for people using the command).
+USAGE = """Show a workflow's latest run: its status and times, its error (headline and
+traceback), what it waits for now, and the last --journal entries of its
+history. Changes nothing."""
+
+
 SHOW = Subcommand(
     name="show",
     help="Show a workflow's latest run: status, what it waits for, its journal timeline.",
-    description=__doc__ or "",
+    description=USAGE,
     add_arguments=add_arguments,
     run=run,
 )
