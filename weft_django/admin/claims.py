@@ -115,7 +115,7 @@ class HolderAdmin(ExactSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="expires at", ordering="expires_at")
     def expires(self, claim: WorkflowClaim) -> str:
-        return format_ms(claim.expires_at)
+        return format_ms(claim.expires_at, with_relative=True)
 
     @admin.display(description="expires in", ordering="expires_at")
     def expires_in(self, claim: WorkflowClaim) -> str:

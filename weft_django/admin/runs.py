@@ -20,7 +20,7 @@ from weft_django.db.counting import BoundedCountPaginator
 from weft_django.engine.operations.bulk import BulkAction, BulkLog, run_many_on
 from weft_django.engine.runs.filters import PARAM_KEYS, RunFilter
 from weft_django.errors import InvalidRunFilter, WeftError
-from weft_django.inspection import claim_state, format_age, format_ms
+from weft_django.inspection import claim_state, format_age
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import RunSearchAttribute, WorkflowClaim, WorkflowRun
 
@@ -30,6 +30,7 @@ from .reporting import ActionReport, refusal_reason
 from .run_filters import CancelRequestedFilter, IndexedValuesFilter
 from .run_inlines import ActivityHeartbeatInline, TimerInline
 from .run_page import error_html, journal_html, journal_page, requested_page, waits_html
+from .run_times import RunTimesMixin
 from .search import EXACT_SEARCH_HELP, ExactSearchMixin, exact_or_prefix
 from .search_attributes import attribute_filters, attributes_html
 from .timeline import claim_timeline
@@ -39,7 +40,7 @@ RunAction = Callable[[str, str], Any]
 
 
 @admin.register(WorkflowRun)
-class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
+class WorkflowRunAdmin(RunTimesMixin, ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
     """Runs with their owner, journal, timers, activity progress and claim history;
     actions via ``client``."""
 
@@ -95,18 +96,18 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
         "parent",
         "continued_from",
         "suspended_reason",
-        "cancel_requested_at",
+        "cancel_requested_text",
         "cancel_reason",
         "cancel_deadline_text",
         "queue",
         "priority",
         "concurrency_key",
         "waiting_reason_text",
-        "created_at",
-        "updated_at",
-        "started_at",
-        "finished_at",
-        "age",
+        "created_text",
+        "updated_text",
+        "started_text",
+        "finished_text",
+        "duration",
         "start_at_text",
         "deadline_text",
         "input_pretty",
@@ -127,10 +128,10 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
                     "idempotency_key",
                     ("parent", "continued_from"),
                     "suspended_reason",
-                    ("cancel_requested_at", "cancel_reason", "cancel_deadline_text"),
+                    ("cancel_requested_text", "cancel_reason", "cancel_deadline_text"),
                     ("queue", "priority", "concurrency_key"),
                     "waiting_reason_text",
-                    ("created_at", "updated_at", "started_at", "finished_at", "age"),
+                    ("created_text", "updated_text", "started_text", "finished_text", "duration"),
                     ("start_at_text", "deadline_text"),
                     "search_attributes_text",
                 )
@@ -211,21 +212,9 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
     def waiting_reason_text(self, run: WorkflowRun) -> SafeString:
         return waits_html(run)
 
-    @admin.display(description="start at")
-    def start_at_text(self, run: WorkflowRun) -> str:
-        return format_ms(run.start_at)
-
-    @admin.display(description="deadline")
-    def deadline_text(self, run: WorkflowRun) -> str:
-        return format_ms(run.deadline_at)
-
     @admin.display(description="cancel requested", boolean=True, ordering="cancel_requested_at")
     def cancel_requested(self, run: WorkflowRun) -> bool:
         return run.cancel_requested_at is not None
-
-    @admin.display(description="cancel grace ends")
-    def cancel_deadline_text(self, run: WorkflowRun) -> str:
-        return format_ms(run.cancel_deadline_at)
 
     @admin.display(description="input")
     def input_pretty(self, run: WorkflowRun) -> SafeString:

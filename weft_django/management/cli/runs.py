@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from django.utils import timezone
+
 from weft_django.conf import get_settings
 from weft_django.engine.operations import latest_run
 from weft_django.models import WorkflowRun
@@ -45,10 +47,11 @@ def iso_ms(ms: int | None) -> str | None:
 
 
 def short(moment: datetime | None) -> str:
-    """A datetime for a table cell: ``2026-12-04 17:02:11`` (UTC), ``-`` for none."""
+    """A datetime for a table cell: ``2026-12-04 17:02:11`` in the project's
+    time zone (``inspection.format``), ``-`` for none."""
     if moment is None:
         return "-"
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def clip(value: Any, limit: int = 80) -> str:
