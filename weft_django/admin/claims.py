@@ -146,7 +146,7 @@ class HolderAdmin(ExactSearchMixin, ReadOnlyAdmin):
         return request.user.has_perm("weft.change_workflowclaim")
 
     @admin.action(
-        description="Force release selected holders (rotate the epoch)",
+        description="Force release selected holders",
         permissions=["force_release"],
     )
     def force_release(

@@ -27,8 +27,10 @@ from weft_django.models import RunSearchAttribute, WorkflowClaim, WorkflowRun
 from .base import WeftDatabaseMixin, actor, admin_link, db, pre_json
 from .replay_action import replay_against_current_code
 from .reporting import ActionReport, refusal_reason
+from .run_confirm import confirmation_page, confirmed
 from .run_filters import CancelRequestedFilter, IndexedValuesFilter
 from .run_inlines import ActivityHeartbeatInline, TimerInline
+from .run_list import RunListMixin
 from .run_page import error_html, journal_html, journal_page, requested_page, waits_html
 from .run_times import RunTimesMixin
 from .search import EXACT_SEARCH_HELP, ExactSearchMixin, exact_or_prefix
@@ -40,15 +42,18 @@ RunAction = Callable[[str, str], Any]
 
 
 @admin.register(WorkflowRun)
-class WorkflowRunAdmin(RunTimesMixin, ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
+class WorkflowRunAdmin(
+    RunListMixin, RunTimesMixin, ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin
+):
     """Runs with their owner, journal, timers, activity progress and claim history;
     actions via ``client``."""
 
     list_display = (
         "workflow_id",
         "name",
-        "status",
-        "cancel_requested",
+        "status_badge",
+        "why",
+        "cancel_pending",
         "owner_engine",
         "claim_epoch",
         "queue",
@@ -212,10 +217,6 @@ class WorkflowRunAdmin(RunTimesMixin, ExactSearchMixin, WeftDatabaseMixin, admin
     def waiting_reason_text(self, run: WorkflowRun) -> SafeString:
         return waits_html(run)
 
-    @admin.display(description="cancel requested", boolean=True, ordering="cancel_requested_at")
-    def cancel_requested(self, run: WorkflowRun) -> bool:
-        return run.cancel_requested_at is not None
-
     @admin.display(description="input")
     def input_pretty(self, run: WorkflowRun) -> SafeString:
         return pre_json(run.input)
@@ -308,22 +309,43 @@ class WorkflowRunAdmin(RunTimesMixin, ExactSearchMixin, WeftDatabaseMixin, admin
             report.refuse(why, workflow_id)
         report.send(request, name)
 
-    @admin.action(
-        description="Cancel selected runs (rotates their claims; the workflow's cancel_grace "
-        "for cleanup, if it declares one)",
-        permissions=["change"],
-    )
-    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+    @admin.action(description="Cancel selected runs", permissions=["change"])
+    def cancel_runs(
+        self, request: HttpRequest, queryset: QuerySet[WorkflowRun]
+    ) -> HttpResponse | None:
+        if not confirmed(request):
+            return confirmation_page(
+                self,
+                request,
+                queryset,
+                action_name="cancel_runs",
+                label="Cancel",
+                explanation="Each run's claim rotates; a workflow that declares a cancel_grace "
+                "gets WorkflowCancelled and cleans up first, the others end cancelled at once, "
+                "with their live children.",
+                confirm_label="Yes, cancel them",
+            )
         who = actor(request)
         self._apply_many(
             request, queryset, "cancelled", "cancel", "cancel_runs", reason=f"cancelled by {who}"
         )
+        return None
 
-    @admin.action(
-        description="Force cancel selected runs (at once: no cleanup, ends a run cleaning up)",
-        permissions=["change"],
-    )
-    def force_cancel_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+    @admin.action(description="Force cancel selected runs", permissions=["change"])
+    def force_cancel_runs(
+        self, request: HttpRequest, queryset: QuerySet[WorkflowRun]
+    ) -> HttpResponse | None:
+        if not confirmed(request):
+            return confirmation_page(
+                self,
+                request,
+                queryset,
+                action_name="force_cancel_runs",
+                label="Force cancel",
+                explanation="Each run ends cancelled at once: no cleanup runs, and a run "
+                "that is cleaning up after a cancel stops.",
+                confirm_label="Yes, force cancel them",
+            )
         self._apply(
             request,
             queryset,
@@ -331,11 +353,23 @@ class WorkflowRunAdmin(RunTimesMixin, ExactSearchMixin, WeftDatabaseMixin, admin
             lambda wid, who: client.cancel(wid, f"force cancelled by {who}", force=True, actor=who),
             "force_cancel_runs",
         )
+        return None
 
-    @admin.action(
-        description="Suspend selected runs (rotates their claims)", permissions=["change"]
-    )
-    def suspend_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+    @admin.action(description="Suspend selected runs", permissions=["change"])
+    def suspend_runs(
+        self, request: HttpRequest, queryset: QuerySet[WorkflowRun]
+    ) -> HttpResponse | None:
+        if not confirmed(request):
+            return confirmation_page(
+                self,
+                request,
+                queryset,
+                action_name="suspend_runs",
+                label="Suspend",
+                explanation="Each run's claim rotates and the run stops where it is until "
+                "someone resumes it.",
+                confirm_label="Yes, suspend them",
+            )
         self._apply(
             request,
             queryset,
@@ -343,6 +377,7 @@ class WorkflowRunAdmin(RunTimesMixin, ExactSearchMixin, WeftDatabaseMixin, admin
             lambda wid, who: client.suspend(wid, f"suspended by {who}", actor=who),
             "suspend_runs",
         )
+        return None
 
     @admin.action(description="Resume selected suspended runs", permissions=["change"])
     def resume_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
