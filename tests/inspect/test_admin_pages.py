@@ -209,7 +209,9 @@ def test_a_bulk_cancel_says_so_once_and_logs_each_run(
     finished = [_latest(populated.done), _latest(populated.failing)]
     selected = [h.run_id for h in handles] + [str(r.pk) for r in finished]
     response = admin_client.post(
-        reverse(RUN_LIST), {"action": "cancel_runs", "_selected_action": selected, "post": "yes"}, follow=True
+        reverse(RUN_LIST),
+        {"action": "cancel_runs", "_selected_action": selected, "post": "yes"},
+        follow=True,
     )
     messages = _messages(response)
     assert len(messages) == 1, messages

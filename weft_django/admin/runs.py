@@ -30,6 +30,7 @@ from .reporting import ActionReport, refusal_reason
 from .run_confirm import confirmation_page, confirmed
 from .run_filters import CancelRequestedFilter, IndexedValuesFilter
 from .run_inlines import ActivityHeartbeatInline, TimerInline
+from .run_layout import RunLayoutMixin
 from .run_list import RunListMixin
 from .run_page import error_html, journal_html, journal_page, requested_page, waits_html
 from .run_times import RunTimesMixin
@@ -43,7 +44,12 @@ RunAction = Callable[[str, str], Any]
 
 @admin.register(WorkflowRun)
 class WorkflowRunAdmin(
-    RunListMixin, RunTimesMixin, ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin
+    RunLayoutMixin,
+    RunListMixin,
+    RunTimesMixin,
+    ExactSearchMixin,
+    WeftDatabaseMixin,
+    admin.ModelAdmin,
 ):
     """Runs with their owner, journal, timers, activity progress and claim history;
     actions via ``client``."""
@@ -121,30 +127,7 @@ class WorkflowRunAdmin(
         "claim_timeline",
         "journal_timeline",
         "search_attributes_text",
-    )
-    fieldsets = (
-        (
-            None,
-            {
-                "fields": (
-                    ("workflow_id", "status"),
-                    ("name", "id"),
-                    ("owner_engine", "claim_epoch", "claim_state_text"),
-                    "idempotency_key",
-                    ("parent", "continued_from"),
-                    "suspended_reason",
-                    ("cancel_requested_text", "cancel_reason", "cancel_deadline_text"),
-                    ("queue", "priority", "concurrency_key"),
-                    "waiting_reason_text",
-                    ("created_text", "updated_text", "started_text", "finished_text", "duration"),
-                    ("start_at_text", "deadline_text"),
-                    "search_attributes_text",
-                )
-            },
-        ),
-        ("Data", {"fields": ("input_pretty", "result_pretty", "error_pretty")}),
-        ("Claim timeline", {"fields": ("claim_timeline",)}),
-        ("Journal timeline", {"fields": ("journal_timeline",)}),
+        "timeline_chart",
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WorkflowRun]:
