@@ -91,3 +91,19 @@ def test_the_journal_pager_is_at_the_top_and_the_bottom(admin_client: Client) ->
     assert len(pagers) == 2
     assert body.count(">newest</a>") == 2
     assert "more in the journal below" in body  # the chart is bounded
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancelled_runs_page_shows_the_reason_it_was_cancelled(admin_client: Client) -> None:
+    env = WorkflowTestEnvironment()
+    try:
+        client.start("inspect-waiter", {"n": 9}, workflow_id="chart-cancel-1")
+        env.run_until_idle()
+        client.cancel("chart-cancel-1", "customer withdrew")
+        env.run_until_idle()
+        body = _page(admin_client, "chart-cancel-1")
+    finally:
+        env.close()
+    assert WorkflowRun.objects.get(workflow_id="chart-cancel-1").status == "cancelled"
+    match = re.search(r"Cancel reason:</label>\s*<div class=\"readonly\">([^<]*)</div>", body)
+    assert match is not None and match.group(1) == "customer withdrew"

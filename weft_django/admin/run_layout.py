@@ -29,7 +29,6 @@ _VALUE_OF = {
     "continued_from": "continued_from_id",
     "suspended_reason": "suspended_reason",
     "cancel_requested_text": "cancel_requested_at",
-    "cancel_reason": "cancel_reason",
     "cancel_deadline_text": "cancel_deadline_at",
     "queue": "queue",
     "concurrency_key": "concurrency_key",
@@ -53,7 +52,7 @@ FIELDSETS: tuple[tuple[str | None, dict[str, Any]], ...] = (
                 "idempotency_key",
                 ("parent", "continued_from"),
                 "suspended_reason",
-                ("cancel_requested_text", "cancel_reason", "cancel_deadline_text"),
+                ("cancel_requested_text", "cancel_reason_text", "cancel_deadline_text"),
                 ("queue", "priority", "concurrency_key"),
                 "waiting_reason_text",
                 ("created_text", "updated_text", "started_text", "finished_text", "duration"),
@@ -68,6 +67,17 @@ FIELDSETS: tuple[tuple[str | None, dict[str, Any]], ...] = (
 )
 
 
+def cancel_reason(run: WorkflowRun) -> str:
+    """Why the run was cancelled: the stored request's reason, or -- a cancel
+    that ended the run at once -- the reason its recorded error carries."""
+    if run.cancel_reason:
+        return run.cancel_reason
+    error = run.error if isinstance(run.error, dict) else {}
+    if run.status == "cancelled" and error.get("type") == "Cancelled":
+        return str(error.get("message") or "")
+    return ""
+
+
 def _says_something(run: WorkflowRun, field: str) -> bool:
     if field in ALWAYS:
         return True
@@ -79,6 +89,8 @@ def _says_something(run: WorkflowRun, field: str) -> bool:
         return run.status in ("parked", "pending", "running", "suspended")
     if field == "result_pretty" and run.status != "completed":
         return False
+    if field == "cancel_reason_text":
+        return bool(cancel_reason(run))
     if field == "search_attributes_text":
         return RunSearchAttribute.objects.using(db()).filter(run_id=run.pk).exists()
     attr = _VALUE_OF.get(field)
@@ -113,9 +125,13 @@ class RunLayoutMixin:
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         return visible_fieldsets(obj)
 
+    @admin.display(description="cancel reason")
+    def cancel_reason_text(self, run: WorkflowRun) -> str:
+        return cancel_reason(run) or "-"
+
     @admin.display(description="steps")
     def timeline_chart(self, run: WorkflowRun) -> SafeString:
         return run_chart(run)
 
 
-__all__ = ["FIELDSETS", "RunLayoutMixin", "visible_fieldsets"]
+__all__ = ["FIELDSETS", "RunLayoutMixin", "cancel_reason", "visible_fieldsets"]

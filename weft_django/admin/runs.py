@@ -108,7 +108,7 @@ class WorkflowRunAdmin(
         "continued_from",
         "suspended_reason",
         "cancel_requested_text",
-        "cancel_reason",
+        "cancel_reason_text",
         "cancel_deadline_text",
         "queue",
         "priority",

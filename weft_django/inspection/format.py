@@ -81,12 +81,14 @@ def relative(seconds: float) -> str:
 
 
 def format_age(seconds: float | None) -> str:
-    """A short human duration (``"4.2 s"``, ``"3 min"``, ``"2.5 h"``, ``"3 d"``)."""
+    """A short human duration (``"40 ms"``, ``"4.2 s"``, ``"3 min"``, ``"2.5 h"``, ``"3 d"``)."""
     if seconds is None:
         return "-"
     sign = "-" if seconds < 0 else ""
     s = abs(seconds)
-    if s < 60:
+    if s < 1:
+        text = f"{s * 1000:.0f} ms"
+    elif s < 60:
         text = f"{s:.1f} s"
     elif s < 3600:
         text = f"{s / 60:.0f} min"
