@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import url
+from weft_django.inspection import iso
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import EngineRecord, WorkflowClaim
 from weft_django.ownership.metrics import CLAIM_ATTEMPT_OUTCOMES
@@ -29,7 +30,18 @@ def test_ownership_is_client_ownership_status(api: Any, weft_env: Any) -> None:
     response = api.get(url("workflows/own-1/ownership/"))
     assert response.status_code == 200
     body = response.json()
-    assert body == client.ownership_status("own-1")
+    status = client.ownership_status("own-1")
+    holder = status["holder"]
+    # Instants as ISO 8601; the engine-clock ms under the documented *_ms names.
+    assert body["holder"] == {
+        "engine_id": holder["engine_id"],
+        "epoch": holder["epoch"],
+        "expires_at": iso(holder["expires_at"]),
+        "claimed_at": iso(holder["claimed_at"]),
+        "expires_at_ms": holder["expires_at"],
+        "claimed_at_ms": holder["claimed_at"],
+    }
+    assert {**body, "holder": None} == {**status, "holder": None}
     assert body["holder"]["engine_id"] == weft_env.engine.engine_id
     assert body["status"] == "parked" and body["epoch"] == body["holder"]["epoch"]
 

@@ -355,3 +355,14 @@ def test_claims_expired_must_be_a_boolean(api: Any) -> None:
         assert_field_error(api.get(url("claims/"), {"expired": value}), "expired")
     for value in ("true", "false", "1", "0"):
         assert api.get(url("claims/"), {"expired": value}).status_code == 200
+
+
+def test_a_three_megabyte_body_is_a_413(api: Any) -> None:
+    """Over Django's own ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (2.5 MB), not only the
+    API's cap: still "too large" (413), never a 400."""
+    body = b'{"name": "api-signal", "input": "' + b"y" * 3_000_000 + b'"}'
+    for path in ("workflows/", "workflows/w-1/cancel/"):
+        response = api.generic("POST", url(path), body, content_type="application/json")
+        assert response.status_code == 413, (path, response.content[:200])
+        assert response.json()["code"] == "request_too_large"
+    assert not WorkflowRun.objects.exists()

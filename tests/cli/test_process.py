@@ -114,3 +114,22 @@ def test_result_show_and_list_of_a_finished_run(weft_env: Any) -> None:
     done = manage("--verbosity", "0", "list", "--status", "completed")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].split()[:3] == ["p-3", "three-steps", "completed"]
+
+
+def test_a_closed_pipe_exits_zero_quietly(weft_env: Any) -> None:
+    """``manage.py weft list | head -n 1``: the reader leaves before the output is
+    written; the command exits 0 with nothing on stderr (1 means "the run failed")."""
+    for n in range(3):
+        manage("start", "order", "--input", json.dumps({"id": f"pipe-{n}", "amount": 1}))
+    proc = subprocess.Popen(
+        [python(), "manage.py", "weft", "list"],
+        cwd=REPO_ROOT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before a line is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert err == ""

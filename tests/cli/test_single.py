@@ -249,7 +249,7 @@ def test_show_bounds_the_journal_and_shows_errors(store: Any) -> None:
     client.start("cli-sleeper", 5, workflow_id="s2")
     store.run_until_idle()
     (wait,) = weft("show", "s2", "--json").data["waiting_for"]
-    assert wait["kind"] == "timer" and wait["text"].startswith("sleep timer due at")
+    assert wait["kind"] == "timer" and wait["text"].startswith("the sleep to end in")
 
 
 @pytest.mark.parametrize("json_flag", [False, True])

@@ -190,7 +190,8 @@ def test_nothing_is_addable_editable_or_deletable(
 
 
 def _act(admin_client: Client, action: str, runs: list[WorkflowRun], **extra: str) -> Any:
-    data = {"action": action, "_selected_action": [str(r.pk) for r in runs], **extra}
+    data = {"action": action, "_selected_action": [str(r.pk) for r in runs], "post": "yes"}
+    data.update(extra)
     return admin_client.post(_url(WorkflowRun, "changelist"), data, follow=True)
 
 

@@ -121,6 +121,7 @@ def test_select_all_cancel_is_one_bulk_operation(
     weft_env.run_until_idle()
     data = {
         "action": "cancel_runs",
+        "post": "yes",
         "select_across": "1",
         "index": "0",
         "_selected_action": [str(WorkflowRun.objects.get(workflow_id="af-6").pk)],

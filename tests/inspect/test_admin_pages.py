@@ -209,7 +209,9 @@ def test_a_bulk_cancel_says_so_once_and_logs_each_run(
     finished = [_latest(populated.done), _latest(populated.failing)]
     selected = [h.run_id for h in handles] + [str(r.pk) for r in finished]
     response = admin_client.post(
-        reverse(RUN_LIST), {"action": "cancel_runs", "_selected_action": selected}, follow=True
+        reverse(RUN_LIST),
+        {"action": "cancel_runs", "_selected_action": selected, "post": "yes"},
+        follow=True,
     )
     messages = _messages(response)
     assert len(messages) == 1, messages
@@ -270,7 +272,13 @@ def test_run_search_is_exact_with_a_prefix_option(
     one = _latest("sw-18")
     response = admin_client.post(
         f"{url}?q=sw-18",
-        {"action": "cancel_runs", "select_across": "1", "index": "0", "_selected_action": [one.pk]},
+        {
+            "action": "cancel_runs",
+            "select_across": "1",
+            "index": "0",
+            "_selected_action": [one.pk],
+            "post": "yes",
+        },
         follow=True,
     )
     assert _messages(response) == ["Cancelled 1 run (sw-18)."]

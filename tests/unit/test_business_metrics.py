@@ -34,6 +34,12 @@ def test_histogram_buckets_are_cumulative_in_the_exposition() -> None:
     assert len(pairs) == len(DURATION_BUCKETS) + 1
 
 
+def test_a_thirty_day_workflow_lands_in_a_bucket_not_only_inf() -> None:
+    assert max(DURATION_BUCKETS) >= 2_592_000
+    pairs = dict(Histogram().observed(30 * 86_400).cumulative())
+    assert pairs["604800.0"] == 0 and pairs["2592000.0"] == 1
+
+
 def test_snapshots_add_subtract_and_round_trip_through_json() -> None:
     m = ClaimMetrics()
     m.business.record_workflow_finished("metrics-quick", "completed", 1.5)

@@ -115,7 +115,7 @@ class HolderAdmin(ExactSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="expires at", ordering="expires_at")
     def expires(self, claim: WorkflowClaim) -> str:
-        return format_ms(claim.expires_at)
+        return format_ms(claim.expires_at, with_relative=True)
 
     @admin.display(description="expires in", ordering="expires_at")
     def expires_in(self, claim: WorkflowClaim) -> str:
@@ -146,7 +146,7 @@ class HolderAdmin(ExactSearchMixin, ReadOnlyAdmin):
         return request.user.has_perm("weft.change_workflowclaim")
 
     @admin.action(
-        description="Force release selected holders (rotate the epoch)",
+        description="Force release selected holders",
         permissions=["force_release"],
     )
     def force_release(

@@ -100,7 +100,7 @@ class EngineRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="heartbeat")
     def heartbeat(self, record: EngineRecord) -> str:
-        return format_ms(record.heartbeat_at)
+        return format_ms(record.heartbeat_at, with_relative=True)
 
     @admin.display(description="stopped")
     def stopped(self, record: EngineRecord) -> str:

@@ -41,7 +41,7 @@ class TimerInline(ReadOnlyInline):
 
     @admin.display(description="fire at")
     def fire(self, timer: Timer) -> str:
-        return format_ms(timer.fire_at)
+        return format_ms(timer.fire_at, with_relative=True)
 
     @admin.display(description="due in")
     def due_in(self, timer: Timer) -> str:

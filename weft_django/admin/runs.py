@@ -20,7 +20,7 @@ from weft_django.db.counting import BoundedCountPaginator
 from weft_django.engine.operations.bulk import BulkAction, BulkLog, run_many_on
 from weft_django.engine.runs.filters import PARAM_KEYS, RunFilter
 from weft_django.errors import InvalidRunFilter, WeftError
-from weft_django.inspection import claim_state, format_age, format_ms
+from weft_django.inspection import claim_state, format_age
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import RunSearchAttribute, WorkflowClaim, WorkflowRun
 
@@ -28,9 +28,13 @@ from .base import WeftDatabaseMixin, actor, admin_link, db, pre_json
 from .repair import repair_urls
 from .replay_action import replay_against_current_code
 from .reporting import ActionReport, refusal_reason
+from .run_confirm import confirmation_page, confirmed
 from .run_filters import CancelRequestedFilter, IndexedValuesFilter
 from .run_inlines import ActivityHeartbeatInline, TimerInline
+from .run_layout import RunLayoutMixin
+from .run_list import RunListMixin
 from .run_page import error_html, journal_html, journal_page, requested_page, waits_html
+from .run_times import RunTimesMixin
 from .search import EXACT_SEARCH_HELP, ExactSearchMixin, exact_or_prefix
 from .search_attributes import attribute_filters, attributes_html
 from .timeline import claim_timeline
@@ -40,15 +44,23 @@ RunAction = Callable[[str, str], Any]
 
 
 @admin.register(WorkflowRun)
-class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
+class WorkflowRunAdmin(
+    RunLayoutMixin,
+    RunListMixin,
+    RunTimesMixin,
+    ExactSearchMixin,
+    WeftDatabaseMixin,
+    admin.ModelAdmin,
+):
     """Runs with their owner, journal, timers, activity progress and claim history;
     actions via ``client``."""
 
     list_display = (
         "workflow_id",
         "name",
-        "status",
-        "cancel_requested",
+        "status_badge",
+        "why",
+        "cancel_pending",
         "owner_engine",
         "claim_epoch",
         "queue",
@@ -96,18 +108,18 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
         "parent",
         "continued_from",
         "suspended_reason",
-        "cancel_requested_at",
-        "cancel_reason",
+        "cancel_requested_text",
+        "cancel_reason_text",
         "cancel_deadline_text",
         "queue",
         "priority",
         "concurrency_key",
         "waiting_reason_text",
-        "created_at",
-        "updated_at",
-        "started_at",
-        "finished_at",
-        "age",
+        "created_text",
+        "updated_text",
+        "started_text",
+        "finished_text",
+        "duration",
         "start_at_text",
         "deadline_text",
         "input_pretty",
@@ -116,30 +128,7 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
         "claim_timeline",
         "journal_timeline",
         "search_attributes_text",
-    )
-    fieldsets = (
-        (
-            None,
-            {
-                "fields": (
-                    ("workflow_id", "status"),
-                    ("name", "id"),
-                    ("owner_engine", "claim_epoch", "claim_state_text"),
-                    "idempotency_key",
-                    ("parent", "continued_from"),
-                    "suspended_reason",
-                    ("cancel_requested_at", "cancel_reason", "cancel_deadline_text"),
-                    ("queue", "priority", "concurrency_key"),
-                    "waiting_reason_text",
-                    ("created_at", "updated_at", "started_at", "finished_at", "age"),
-                    ("start_at_text", "deadline_text"),
-                    "search_attributes_text",
-                )
-            },
-        ),
-        ("Data", {"fields": ("input_pretty", "result_pretty", "error_pretty")}),
-        ("Claim timeline", {"fields": ("claim_timeline",)}),
-        ("Journal timeline", {"fields": ("journal_timeline",)}),
+        "timeline_chart",
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WorkflowRun]:
@@ -211,22 +200,6 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
     @admin.display(description="waits for")
     def waiting_reason_text(self, run: WorkflowRun) -> SafeString:
         return waits_html(run)
-
-    @admin.display(description="start at")
-    def start_at_text(self, run: WorkflowRun) -> str:
-        return format_ms(run.start_at)
-
-    @admin.display(description="deadline")
-    def deadline_text(self, run: WorkflowRun) -> str:
-        return format_ms(run.deadline_at)
-
-    @admin.display(description="cancel requested", boolean=True, ordering="cancel_requested_at")
-    def cancel_requested(self, run: WorkflowRun) -> bool:
-        return run.cancel_requested_at is not None
-
-    @admin.display(description="cancel grace ends")
-    def cancel_deadline_text(self, run: WorkflowRun) -> str:
-        return format_ms(run.cancel_deadline_at)
 
     @admin.display(description="input")
     def input_pretty(self, run: WorkflowRun) -> SafeString:
@@ -324,22 +297,43 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
             report.refuse(why, workflow_id)
         report.send(request, name)
 
-    @admin.action(
-        description="Cancel selected runs (rotates their claims; the workflow's cancel_grace "
-        "for cleanup, if it declares one)",
-        permissions=["change"],
-    )
-    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+    @admin.action(description="Cancel selected runs", permissions=["change"])
+    def cancel_runs(
+        self, request: HttpRequest, queryset: QuerySet[WorkflowRun]
+    ) -> HttpResponse | None:
+        if not confirmed(request):
+            return confirmation_page(
+                self,
+                request,
+                queryset,
+                action_name="cancel_runs",
+                label="Cancel",
+                explanation="Each run's claim rotates; a workflow that declares a cancel_grace "
+                "gets WorkflowCancelled and cleans up first, the others end cancelled at once, "
+                "with their live children.",
+                confirm_label="Yes, cancel them",
+            )
         who = actor(request)
         self._apply_many(
             request, queryset, "cancelled", "cancel", "cancel_runs", reason=f"cancelled by {who}"
         )
+        return None
 
-    @admin.action(
-        description="Force cancel selected runs (at once: no cleanup, ends a run cleaning up)",
-        permissions=["change"],
-    )
-    def force_cancel_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+    @admin.action(description="Force cancel selected runs", permissions=["change"])
+    def force_cancel_runs(
+        self, request: HttpRequest, queryset: QuerySet[WorkflowRun]
+    ) -> HttpResponse | None:
+        if not confirmed(request):
+            return confirmation_page(
+                self,
+                request,
+                queryset,
+                action_name="force_cancel_runs",
+                label="Force cancel",
+                explanation="Each run ends cancelled at once: no cleanup runs, and a run "
+                "that is cleaning up after a cancel stops.",
+                confirm_label="Yes, force cancel them",
+            )
         self._apply(
             request,
             queryset,
@@ -347,11 +341,23 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
             lambda wid, who: client.cancel(wid, f"force cancelled by {who}", force=True, actor=who),
             "force_cancel_runs",
         )
+        return None
 
-    @admin.action(
-        description="Suspend selected runs (rotates their claims)", permissions=["change"]
-    )
-    def suspend_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:
+    @admin.action(description="Suspend selected runs", permissions=["change"])
+    def suspend_runs(
+        self, request: HttpRequest, queryset: QuerySet[WorkflowRun]
+    ) -> HttpResponse | None:
+        if not confirmed(request):
+            return confirmation_page(
+                self,
+                request,
+                queryset,
+                action_name="suspend_runs",
+                label="Suspend",
+                explanation="Each run's claim rotates and the run stops where it is until "
+                "someone resumes it.",
+                confirm_label="Yes, suspend them",
+            )
         self._apply(
             request,
             queryset,
@@ -359,6 +365,7 @@ class WorkflowRunAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
             lambda wid, who: client.suspend(wid, f"suspended by {who}", actor=who),
             "suspend_runs",
         )
+        return None
 
     @admin.action(description="Resume selected suspended runs", permissions=["change"])
     def resume_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowRun]) -> None:

@@ -98,7 +98,7 @@ class ScheduleAdmin(WeftDatabaseMixin, admin.ModelAdmin):
 
     @admin.display(description="last tick")
     def last_tick(self, row: Schedule) -> str:
-        return format_ms(row.last_tick_ms)
+        return format_ms(row.last_tick_ms, with_relative=True)
 
     @admin.display(description="start at")
     def start_at_text(self, row: Schedule) -> str:

@@ -34,7 +34,7 @@ class GlobalLeaseAdmin(ReadOnlyAdmin):
 
     @admin.display(description="expires at", ordering="expires_at")
     def expires(self, lease: GlobalLease) -> str:
-        return format_ms(lease.expires_at)
+        return format_ms(lease.expires_at, with_relative=True)
 
 
 @admin.register(ClaimEvent)

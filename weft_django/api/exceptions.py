@@ -9,8 +9,10 @@ HTML 500 page. Clients of a workflow API branch on codes, so:
   ``weft_django.errors``;
 * a validation error becomes 400 ``{"code": "invalid", "message",
   "errors": {field: [...]}}``;
-* Django's ``SuspiciousOperation`` (a disallowed ``Host`` met while
-  building a pagination link) is a 400, as Django itself answers it;
+* Django's ``RequestDataTooBig`` (a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``)
+  is a 413 ``request_too_large``, as the API's own cap answers; any other
+  ``SuspiciousOperation`` (a disallowed ``Host`` met while building a
+  pagination link) is a 400, as Django itself answers it;
 * any other DRF exception (401, 403, 404, 405, 406, 415, 429, malformed
   JSON, a body over the size cap) becomes ``{"code": <DRF's code>,
   "message"}`` with its status;
@@ -29,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.signals import got_request_exception
 from django.http import Http404
 from rest_framework import exceptions
@@ -110,6 +112,8 @@ def weft_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(*exc.args)
+    elif isinstance(exc, RequestDataTooBig):  # over DATA_UPLOAD_MAX_MEMORY_SIZE: too large
+        exc = RequestBodyTooLarge(str(exc) or RequestBodyTooLarge.default_detail)
     elif isinstance(exc, SuspiciousOperation):  # e.g. DisallowedHost while building a link
         exc = exceptions.ValidationError({"non_field_errors": [str(exc)]}, code="bad_request")
     if isinstance(exc, exceptions.ValidationError):

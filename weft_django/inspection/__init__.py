@@ -19,7 +19,7 @@ passed (tests with injected clocks pass their own). Nothing runs at import time 
 from __future__ import annotations
 
 from .counters import cluster_counters, engine_counters
-from .format import format_age, format_ms
+from .format import format_age, format_instant, format_ms, iso, local_clock, relative
 from .rules import (
     ALIVE_HEARTBEAT_MULTIPLIER,
     CLAIM_STATES,
@@ -51,7 +51,11 @@ __all__ = [
     "engine_is_alive",
     "expired_claims_q",
     "format_age",
+    "format_instant",
     "format_ms",
+    "iso",
+    "local_clock",
+    "relative",
     "reset_mode_window_ms",
     "sum_engine_metrics",
     "takeover_grace_ms",

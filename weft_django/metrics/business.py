@@ -36,11 +36,12 @@ __all__ = [
     "valid_type_name",
 ]
 
-#: Upper bounds (seconds) of the duration buckets; ``+Inf`` is implied.
+#: Upper bounds (seconds) of the duration buckets; ``+Inf`` is implied. Up to 30
+#: days: a workflow that waits a month lands in a bucket, not only in ``+Inf``.
 # fmt: off
 DURATION_BUCKETS: Final[tuple[float, ...]] = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-    300.0, 900.0, 3600.0, 21600.0, 86400.0,
+    300.0, 900.0, 3600.0, 21600.0, 86400.0, 259200.0, 604800.0, 2592000.0,
 )
 # fmt: on
 #: How a run ends for good (``weft_workflows_finished_total{status}``).

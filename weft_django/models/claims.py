@@ -88,7 +88,7 @@ class OwnershipModeMarker(models.Model):
         verbose_name = "ownership mode marker"
 
     def __str__(self) -> str:
-        return f"{self.mode} (since {self.established_at})"
+        return f"cluster mode {self.mode}"  # since when: the admin's column
 
 
 class GlobalLease(models.Model):

@@ -202,7 +202,7 @@ class Timer(models.Model):
         ordering = ["fire_at"]
 
     def __str__(self) -> str:
-        return f"{self.kind} at {self.fire_at}"
+        return f"{self.kind} timer (position {self.position})"  # its time: the admin's column
 
 
 class SignalMessage(models.Model):

@@ -31,10 +31,12 @@ class ClaimEventSerializer(serializers.ModelSerializer):
     epoch = serializers.IntegerField()
     engine_id = serializers.CharField(allow_blank=True)
     kind = serializers.ChoiceField(choices=list(CLAIM_EVENT_KINDS))
-    at_ms = serializers.IntegerField()
+    at_ms = serializers.IntegerField(help_text="Engine clock, ms since the epoch.")
     reason = serializers.CharField(allow_blank=True)
     previous_engine_id = serializers.CharField(allow_blank=True)
-    previous_expires_at = serializers.IntegerField(allow_null=True)
+    previous_expires_at = serializers.IntegerField(
+        allow_null=True, help_text="Engine clock, ms since the epoch."
+    )
 
     class Meta:
         model = ClaimEvent
@@ -57,8 +59,12 @@ class ClaimSerializer(serializers.ModelSerializer):
     workflow_id = serializers.CharField()
     epoch = serializers.IntegerField()
     engine_id = serializers.CharField(allow_null=True)
-    claimed_at = serializers.IntegerField(allow_null=True)
-    expires_at = serializers.IntegerField(allow_null=True)
+    claimed_at = serializers.IntegerField(
+        allow_null=True, help_text="Engine clock, ms since the epoch."
+    )
+    expires_at = serializers.IntegerField(
+        allow_null=True, help_text="Engine clock, ms since the epoch."
+    )
     state = serializers.ChoiceField(
         choices=list(CLAIM_STATES),
         help_text="released: no holder; expired: past expires_at + takeover grace, or a "
@@ -92,9 +98,11 @@ class EngineSerializer(serializers.ModelSerializer):
     mode = serializers.CharField()
     pool = serializers.CharField(allow_blank=True)
     transport = serializers.CharField(allow_blank=True)
-    started_at = serializers.IntegerField()
-    heartbeat_at = serializers.IntegerField()
-    stopped_at = serializers.IntegerField(allow_null=True)
+    started_at = serializers.IntegerField(help_text="Engine clock, ms since the epoch.")
+    heartbeat_at = serializers.IntegerField(help_text="Engine clock, ms since the epoch.")
+    stopped_at = serializers.IntegerField(
+        allow_null=True, help_text="Engine clock, ms since the epoch."
+    )
     alive = serializers.BooleanField(
         help_text="Not stopped, and its heartbeat is younger than 3 × CLAIM_RENEW_INTERVAL "
         "(as in the admin, weft_status and /metrics)."

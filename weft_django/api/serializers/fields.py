@@ -24,6 +24,7 @@ from rest_framework import serializers
 
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import PayloadError
+from weft_django.inspection.format import iso
 
 #: Upper bound of any duration the API accepts (100 years, in seconds): far
 #: beyond any sensible delay, and small enough that ms arithmetic and
@@ -128,6 +129,20 @@ __all__ = [
     "MAX_DURATION_SECONDS",
     "JSONArgsField",
     "JSONPayloadField",
+    "MillisecondsAsISOField",
     "SecondsField",
     "StrictCharField",
 ]
+
+
+@extend_schema_field(OpenApiTypes.DATETIME)
+class MillisecondsAsISOField(serializers.Field):
+    """Engine-clock milliseconds shown as ISO 8601 in UTC (read-only): a person
+    reading the API never meets an epoch-millisecond instant under a plain name."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> str | None:
+        return iso(value)

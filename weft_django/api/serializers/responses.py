@@ -68,7 +68,12 @@ class WaitSerializer(serializers.Serializer):
     position = serializers.IntegerField(
         required=False, allow_null=True, help_text="The journal position of the command."
     )
-    due_at = serializers.IntegerField(required=False, help_text="timer: when it is due, ms.")
+    due_at = serializers.DateTimeField(
+        required=False, help_text="timer: when it is due (ISO 8601, UTC)."
+    )
+    due_at_ms = serializers.IntegerField(
+        required=False, help_text="timer: due_at as engine-clock ms since the epoch."
+    )
     timer_kind = serializers.CharField(required=False, help_text="timer: sleep, timeout, ...")
     timeout_ms = serializers.IntegerField(
         required=False, allow_null=True, help_text="signal: the wait's timeout, ms."

@@ -13,14 +13,20 @@ from rest_framework import serializers
 from weft_django.models import RUN_STATUSES
 
 from .errors import ErrorSerializer, ValidationErrorSerializer
-from .fields import JSONPayloadField
+from .fields import JSONPayloadField, MillisecondsAsISOField
 
 
 class HolderSerializer(serializers.Serializer):
     engine_id = serializers.CharField()
     epoch = serializers.IntegerField()
-    expires_at = serializers.IntegerField(help_text="Engine clock, ms since the epoch.")
-    claimed_at = serializers.IntegerField(help_text="Engine clock, ms since the epoch.")
+    expires_at = MillisecondsAsISOField(help_text="When the claim expires (ISO 8601, UTC).")
+    claimed_at = MillisecondsAsISOField(help_text="When the claim was taken (ISO 8601, UTC).")
+    expires_at_ms = serializers.IntegerField(
+        source="expires_at", help_text="expires_at as engine-clock ms since the epoch."
+    )
+    claimed_at_ms = serializers.IntegerField(
+        source="claimed_at", help_text="claimed_at as engine-clock ms since the epoch."
+    )
 
 
 class OwnerSerializer(HolderSerializer):

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
@@ -168,7 +168,7 @@ class WorkflowEventView(WeftAPIView):
             KEY_PARAM,
             OpenApiParameter(
                 "wait",
-                OpenApiTypes.NUMBER,
+                {"type": "number", "minimum": 0, "maximum": MAX_EVENT_WAIT_S, "default": 0},
                 OpenApiParameter.QUERY,
                 description=f"Seconds to wait for the set, 0 to {MAX_EVENT_WAIT_S:g} (default 0).",
             ),
@@ -222,7 +222,24 @@ class WorkflowStreamView(WeftAPIView):
         ],
         responses={
             (200, "text/event-stream"): OpenApiResponse(
-                response=OpenApiTypes.STR, description="The event stream."
+                response={
+                    "type": "string",
+                    "description": "Server-Sent Events (text/event-stream), not JSON: "
+                    "`id:` offset, `data:` the value's JSON, `event: end` at the end.",
+                },
+                description="The event stream (media type text/event-stream).",
+                examples=[
+                    OpenApiExample(
+                        "Two values, then the end",
+                        value=(
+                            'id: 0\ndata: {"step": "charged", "amount": 500}\n\n'
+                            'id: 1\ndata: {"step": "shipped"}\n\n'
+                            ": ping\n\nevent: end\ndata: {}\n\n"
+                        ),
+                        media_type="text/event-stream",
+                        response_only=True,
+                    )
+                ],
             ),
             400: ERR_400,
             **ERR_AUTH,

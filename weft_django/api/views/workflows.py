@@ -7,7 +7,7 @@ import contextlib
 from django.db.models import prefetch_related_objects
 from django.urls import NoReverseMatch
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -171,6 +171,23 @@ class WorkflowListView(WeftAPIView):
         description="Writes the run as pending; an engine picks it up. 201 for a new run, "
         "200 when idempotency_key names an existing run (returned as it is now).",
         request=StartWorkflowSerializer,
+        examples=[
+            OpenApiExample(
+                "Start an order",
+                value={
+                    "name": "order",
+                    "input": {"order_id": 1042, "amount": 500, "customer": "acme"},
+                    "workflow_id": "order-1042",
+                    "idempotency_key": "checkout-7f3a9c",
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Start in an hour",
+                value={"name": "reminder", "input": {"user": 17}, "start_after": 3600},
+                request_only=True,
+            ),
+        ],
         responses={
             201: WorkflowDetailSerializer,
             200: WorkflowDetailSerializer,

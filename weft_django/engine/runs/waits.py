@@ -18,7 +18,6 @@ nothing: the rows are shown, and nothing is invented.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from weft_django.conf import get_settings
@@ -27,6 +26,7 @@ from weft_django.engine.queues.flow import waiting_reason
 from weft_django.engine.replay.machine import Frontier, Replay
 from weft_django.engine.workflow.commands import RunActivity, WaitSignal, WaitUntil
 from weft_django.engine.workflow.definitions import get_workflow
+from weft_django.inspection.format import iso, local_clock, relative
 from weft_django.kernel.clock import now_ms as clock_now_ms
 from weft_django.kernel.ids import TOKEN_HASH_PREFIX_LEN
 from weft_django.models import (
@@ -70,13 +70,24 @@ def run_waits(run: WorkflowRun, *, now_ms: int | None = None) -> list[Wait]:
     if reason is not None:
         waits.append(Wait("queue_slot", reason, {"queue": run.queue}))
     # A started marker (``activities.started``) is no wait: it never fires.
-    timers = Timer.objects.using(db).filter(run_id=run.pk).exclude(kind="attempt")
-    for timer in timers.order_by("fire_at", "pk"):
+    timers = list(
+        Timer.objects.using(db)
+        .filter(run_id=run.pk)
+        .exclude(kind="attempt")
+        .order_by("fire_at", "pk")
+    )
+    now = clock_now_ms() if now_ms is None else now_ms
+    for timer in timers:
         waits.append(
             Wait(
                 "timer",
-                f"{timer.kind} timer due at {_iso(timer.fire_at)}",
-                {"timer_kind": timer.kind, "position": timer.position, "due_at": timer.fire_at},
+                _timer_text(timer, now),
+                {
+                    "timer_kind": timer.kind,
+                    "position": timer.position,
+                    "due_at": iso(timer.fire_at),
+                    "due_at_ms": timer.fire_at,
+                },
             )
         )
     pending = AsyncActivity.objects.using(db).filter(run_id=run.pk, status=AsyncStatus.PENDING)
@@ -113,8 +124,40 @@ def run_waits(run: WorkflowRun, *, now_ms: int | None = None) -> list[Wait]:
             )
         )
     if run.status == "parked":
-        waits.extend(_body_waits(run, db))
+        waits = _merge(waits, _body_waits(run, db))
     return waits
+
+
+def _when(due_ms: int, now_ms: int) -> str:
+    """``in 2 h (19:24:33)``: relative, then the clock time in the project's zone."""
+    return f"{relative((due_ms - now_ms) / 1000)} ({local_clock(due_ms)})"
+
+
+def _timer_text(timer: Timer, now_ms: int) -> str:
+    when = _when(timer.fire_at, now_ms)
+    if timer.kind == "sleep":
+        return f"the sleep to end {when}"
+    if timer.kind == "retry":
+        attempt = (timer.payload or {}).get("attempt")
+        return f"attempt {attempt} {when}" if attempt else f"the retry {when}"
+    return f"the {timer.kind} {when}"
+
+
+def _merge(waits: list[Wait], body: list[Wait]) -> list[Wait]:
+    """The body's waits with the timer at the same position folded into one
+    sentence ("signal 'approved', or the timeout in 2 h (19:24:33)")."""
+    timers = {w.details.get("position"): w for w in waits if w.kind == "timer"}
+    merged: list[Wait] = []
+    for wait in body:
+        timer = timers.pop(wait.details.get("position"), None)
+        if timer is None:
+            merged.append(wait)
+            continue
+        joiner = ", or " if timer.details.get("timer_kind") == "timeout" else ", "
+        details = {**timer.details, **wait.details}
+        merged.append(Wait(wait.kind, f"{wait.text}{joiner}{timer.text}", details))
+    kept = [w for w in waits if w.kind != "timer" or w in timers.values()]
+    return kept + merged
 
 
 def _body_waits(run: WorkflowRun, db: str) -> list[Wait]:
@@ -151,7 +194,7 @@ def _body_waits(run: WorkflowRun, db: str) -> list[Wait]:
             waits.append(
                 Wait(
                     "activity",
-                    f"activity {command.name!r} (its next attempt)",
+                    f"activity {command.name!r}",
                     {"name": command.name, "position": leaf.id},
                 )
             )
@@ -161,10 +204,6 @@ def _body_waits(run: WorkflowRun, db: str) -> list[Wait]:
 def waits_summary(waits: list[Wait]) -> str | None:
     """The waits as one line (the API's ``waiting_reason``), or ``None``."""
     return "; ".join(w.text for w in waits) or None
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 __all__ = ["TOKEN_HASH_PREFIX_LEN", "WAIT_KINDS", "Wait", "WaitKind", "run_waits", "waits_summary"]

@@ -21,6 +21,7 @@ the position, the attempt number and the epoch are known, with the
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -41,7 +42,9 @@ from weft_django.engine.activities.started import (
 )
 from weft_django.engine.journal import RunInbox
 from weft_django.engine.replay.machine import Leaf
+from weft_django.engine.replay.tracebacks import activity_cause, safe_str
 from weft_django.engine.runs.metrics import attempt_outcome, record_attempt
+from weft_django.engine.turn import attempt_log
 from weft_django.engine.turn.activity_slots import (
     activity_slot,
     release_activity_slot,
@@ -274,7 +277,7 @@ def finish_outcome(
         turn.deferred.append(release_activity_slot(turn, leaf.id))
 
     def describe(failure: BaseException) -> str:
-        text = str(failure)
+        text = safe_str(failure)
         return text.replace(secret, "<token>") if secret else text
 
     if outcome.ok:
@@ -289,23 +292,41 @@ def finish_outcome(
     assert failure is not None
     non_retryable = isinstance(failure, definition.non_retryable)
     expired = expire_routed(turn.run.pk, leaf.id, definition)  # a routed token answers no more
+    host = turn.host
+    log = functools.partial(
+        attempt_log.attempt_failed,
+        workflow_id=turn.run.workflow_id,
+        run_id=str(turn.run.pk),
+        activity=name,
+        attempt=number,
+        max_attempts=definition.retries + 1,
+        error=failure,
+        message=describe(failure),
+        with_traceback=not secret,
+    )
     if non_retryable or number > definition.retries:
         kind: ActivityErrorKind = (
             "timeout" if outcome.timed_out else ("non_retryable" if non_retryable else "error")
         )
-        return turn.settle(
-            leaf,
-            error=ActivityError(
-                name,
-                describe(failure),
-                kind=kind,
-                error_type=type(failure).__name__,
-                attempts=number,
-            ),
-            writes=expired,
+        log(
+            retry_at_ms=None,
+            now_ms=host.now_ms(),
+            reason="non-retryable" if non_retryable else "retries exhausted",
         )
-    host = turn.host
+        error = ActivityError(
+            name,
+            describe(failure),
+            kind=kind,
+            error_type=type(failure).__name__,
+            attempts=number,
+        )
+        cause = activity_cause(failure)  # the activity's own frames travel with the error
+        if secret:
+            cause.text = cause.text.replace(secret, "<token>")
+        error.__cause__ = cause
+        return turn.settle(leaf, error=error, writes=expired)
     fire_at = host.now_ms() + definition.backoff_for(number + 1)
+    log(retry_at_ms=fire_at, now_ms=host.now_ms())
     retry_timer = Timer(
         run_id=turn.run.pk,
         position=leaf.id,

@@ -22,6 +22,7 @@ from weft_django.engine.journal import bump_parent
 from weft_django.engine.queues.freed import announce_slot_freed
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.runs.metrics import record_run_end
+from weft_django.engine.turn import attempt_log
 from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import HeldResult, TurnAborted, TurnState
 from weft_django.engine.turn.publish import CarrySearchAttributes
@@ -132,7 +133,10 @@ def stop(
     }.get(status)
     if signal is not None:
         signal.send(sender=WorkflowRun, run=run, result=stored, error=error)
-    logger.info("workflow %s %s", wid, status)
+    if status == "failed":
+        attempt_log.run_failed(wid, str(run.pk), error)
+    else:
+        logger.info("workflow %s %s", wid, status)
     return status
 
 

@@ -45,31 +45,30 @@ ACTIONS: dict[str, Action] = {
         "cancel",
         _cancel,
         "Cancel a workflow's latest run, or every run a filter matches (--dry-run, --all).",
-        """Cancel through ``client.cancel``: a workflow with a ``cancel_grace`` gets
-        ``WorkflowCancelled`` thrown into it and cleans up first (the run shows
-        ``cancel requested`` until it ends cancelled); otherwise it ends at once,
-        with its live children. ``--reason`` is recorded on the run. A finished
-        run refuses (``invalid_transition``, exit 4). With filter flags instead
-        of a workflow id: ``client.cancel_many`` on every matching run (``--dry-run``
-        prints the count and changes nothing; ``--all`` is required when no filter
-        narrows it; a terminal is asked to confirm unless ``--yes``).""",
+        """A workflow with a cancel grace cleans up first (the run shows "cancel
+        requested" until it ends cancelled); otherwise it ends at once, with its
+        live children. --reason is recorded on the run. A finished run refuses
+        (exit 4). With filter flags instead of a workflow id, every matching run
+        is cancelled: --dry-run prints the count and changes nothing; --all is
+        required when no filter narrows it; a terminal is asked to confirm
+        unless --yes.""",
     ),
     "retry": Action(
         "retry",
         lambda workflow_id, _options: client.retry(workflow_id),
         "Retry a failed or timed-out run, or every run a filter matches (--dry-run, --all).",
-        """Retry through ``client.retry``: a failed or timed-out run goes back to
-        pending and replays its journal up to the step that failed, which runs
-        again. Any other status refuses (``invalid_transition``, exit 4). With
-        filter flags instead of a workflow id: ``client.retry_many``.""",
+        """A failed or timed-out run goes back to pending and replays its history
+        up to the step that failed, which runs again. Any other status refuses
+        (exit 4). With filter flags instead of a workflow id, every matching run
+        is retried.""",
     ),
     "resume": Action(
         "resume",
         lambda workflow_id, _options: client.resume(workflow_id),
         "Resume a suspended run, or every run a filter matches (--dry-run, --all).",
-        """Resume through ``client.resume``: a suspended run is driven again from
-        where it stopped. Any other status refuses (``invalid_transition``, exit
-        4). With filter flags instead of a workflow id: ``client.resume_many``.""",
+        """A suspended run goes on from where it stopped. Any other status refuses
+        (exit 4). With filter flags instead of a workflow id, every matching run
+        is resumed.""",
     ),
 }
 

@@ -102,10 +102,19 @@ def _text(
     return lines
 
 
+#: What `--help` says (for people using the command).
+USAGE = """List runs, newest first, as a table (or JSON with --json).
+
+Narrow the list with filter flags (--status, --workflow, --id, --parent,
+--created-after, --attr NAME=VALUE, ...): the same flags select the runs of
+`weft cancel`, `weft retry` and `weft resume`. A bad filter value is refused
+with a message naming it (exit 2). Page on with --after, the last run id shown."""
+
+
 LIST = Subcommand(
     name="list",
     help="List runs, newest first (filters: status, workflow, id, parent, times, attributes).",
-    description=__doc__ or "",
+    description=USAGE,
     add_arguments=add_arguments,
     run=run,
 )

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from django.utils import timezone
+
 from weft_django.conf import get_settings
 from weft_django.engine.operations import latest_run
 from weft_django.models import WorkflowRun
@@ -45,16 +47,20 @@ def iso_ms(ms: int | None) -> str | None:
 
 
 def short(moment: datetime | None) -> str:
-    """A datetime for a table cell: ``2026-12-04 17:02:11`` (UTC), ``-`` for none."""
+    """A datetime for a table cell: ``2026-12-04 17:02:11`` in the project's
+    time zone (``inspection.format``), ``-`` for none."""
     if moment is None:
         return "-"
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def clip(value: Any, limit: int = 80) -> str:
-    """``value`` as one line of JSON, cut at ``limit`` characters."""
+    """``value`` as one line of JSON; over ``limit`` characters, its first
+    ``limit`` and a marker saying how many were left out."""
     text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters]"
 
 
 def summary(run: WorkflowRun) -> dict[str, Any]:

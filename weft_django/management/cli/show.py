@@ -18,9 +18,11 @@ from django.core.management.base import CommandParser
 
 from weft_django.engine.runs.listing import attributes_of
 from weft_django.engine.runs.waits import run_waits
+from weft_django.inspection.format import format_instant
 from weft_django.models import JournalEntry, WorkflowRun
 
 from .console import EXIT_USAGE, CliError, Console, Subcommand
+from .error_text import error_lines
 from .runs import clip, db, iso, iso_ms, latest, summary
 
 #: Journal entries shown by default.
@@ -102,9 +104,9 @@ def _text(body: dict[str, Any]) -> list[str]:
         f"workflow {body['workflow_id']}  ({body['name']})",
         f"  run:       {body['run_id']}",
         f"  status:    {body['status']}",
-        f"  created:   {body['created_at'] or '-'}",
-        f"  started:   {body['started_at'] or '-'}",
-        f"  finished:  {body['finished_at'] or '-'}",
+        f"  created:   {_when(body['created_at'])}",
+        f"  started:   {_when(body['started_at'])}",
+        f"  finished:  {_when(body['finished_at'])}",
     ]
     if body["parent_workflow_id"]:
         lines.append(f"  parent:    {body['parent_workflow_id']}")
@@ -113,14 +115,15 @@ def _text(body: dict[str, Any]) -> list[str]:
         lines.append(f"  attributes: {pairs}")
     if body["cancel_requested_at"]:
         lines.append(
-            f"  cancel requested at {body['cancel_requested_at']}: {body['cancel_reason']}"
+            f"  cancel requested at {_when(body['cancel_requested_at'])}: {body['cancel_reason']}"
         )
     if body["suspended_reason"]:
         lines.append(f"  suspended: {body['suspended_reason']}")
     if body["status"] == "completed":
         lines.append(f"  result:    {clip(body['result'], 200)}")
     if body["error"] is not None:
-        lines.append(f"  error:     {clip(body['error'], 200)}")
+        lines.append("  error:")
+        lines += error_lines(body["error"], indent="    ")
     lines.append("waiting for:")
     lines += [f"  - {w['text']}" for w in body["waiting_for"]] or ["  (nothing)"]
     shown, total = len(body["journal"]), body["journal_total"]
@@ -130,15 +133,30 @@ def _text(body: dict[str, Any]) -> list[str]:
         mark = "FAILED " if e["failed"] else ""
         target = f" {e['target']}" if e["target"] else ""
         lines.append(
-            f"  {e['position']:>5}  {e['at'] or '-'}  {e['kind']}{target}  {mark}{e['summary']}"
+            f"  {e['position']:>5}  {_when(e['at'], False)}  {e['kind']}{target}  "
+            f"{mark}{e['summary']}"
         )
     return lines
+
+
+#: What `--help` says (for people using the command).
+USAGE = """Show a workflow's latest run: its status and times, its error (headline and
+traceback), what it waits for now, and the last --journal entries of its
+history. Changes nothing."""
+
+
+def _when(value: str | None, with_relative: bool = True) -> str:
+    """An ISO instant of the JSON body as a person reads it (``inspection.format``)."""
+    if not value:
+        return "-"
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return format_instant(moment, with_relative=with_relative)
 
 
 SHOW = Subcommand(
     name="show",
     help="Show a workflow's latest run: status, what it waits for, its journal timeline.",
-    description=__doc__ or "",
+    description=USAGE,
     add_arguments=add_arguments,
     run=run,
 )

@@ -39,10 +39,17 @@ def run(options: dict[str, Any], console: Console) -> None:
     )
 
 
+#: What `--help` says (for people using the command).
+USAGE = """Send signal NAME (with an optional --payload JSON) to a workflow's latest run.
+
+A signal sent before the workflow waits for it is kept until it does. An
+invalid --payload sends nothing (exit 2); a finished run refuses (exit 4)."""
+
+
 SIGNAL = Subcommand(
     name="signal",
     help="Send a signal (with an optional JSON payload) to a workflow's latest run.",
-    description=__doc__ or "",
+    description=USAGE,
     add_arguments=add_arguments,
     run=run,
 )

@@ -62,10 +62,19 @@ def run(options: dict[str, Any], console: Console) -> None:
     console.emit(body, handle.workflow_id)
 
 
+#: What `--help` says (for people using the command).
+USAGE = """Start a run of workflow NAME with --input (JSON) and print its workflow id.
+
+The workflow id goes alone to stdout, so a script can keep it:
+  WID=$(python manage.py weft start order --input '{"id": 7}')
+An invalid --input or an unknown workflow name starts nothing (exit 2). With
+--idempotency-key, a key that already started a run returns that run."""
+
+
 START = Subcommand(
     name="start",
     help="Start a run of a workflow; prints its workflow id.",
-    description=__doc__ or "",
+    description=USAGE,
     add_arguments=add_arguments,
     run=run,
 )

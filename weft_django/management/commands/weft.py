@@ -23,6 +23,7 @@ import argparse
 import copy
 import inspect
 import json
+import os
 import sys
 from typing import Any
 
@@ -82,9 +83,16 @@ class Command(BaseCommand):
         return parser
 
     def run_from_argv(self, argv: list[str]) -> None:
+        try:
+            self._run_from_argv(argv)
+        except BrokenPipeError:
+            _quiet_closed_pipe()
+
+    def _run_from_argv(self, argv: list[str]) -> None:
         self._json_argv = "--json" in argv[2:]
         try:
             super().run_from_argv(argv)
+            sys.stdout.flush()  # a reader gone (``| head``) surfaces here, not at exit
         except CommandError as exc:
             # Only a usage error under --json gets here: execute()'s own errors
             # are printed and turned into the exit status inside run_from_argv
@@ -113,3 +121,12 @@ class Command(BaseCommand):
                 raise
             console.emit_error(error)
             raise CommandError(error.message, returncode=error.exit_code) from exc
+
+
+def _quiet_closed_pipe() -> None:
+    """The reader of stdout went away (``weft list | head -n 1``): what it read is
+    all it wanted, so exit 0 quietly -- stdout pointed at ``/dev/null`` so the
+    interpreter's last flush at exit does not print a second ``BrokenPipeError``."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)

@@ -9,12 +9,14 @@ claim history, then exits 0.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from weft_django.inspection.format import format_ms
 from weft_django.management import checked_args as checked
 from weft_django.models import TERMINAL_STATUSES
 
@@ -62,8 +64,9 @@ class Command(BaseCommand):
                             seen.add(key)
                             outcome = entry.error if entry.error is not None else entry.result
                             self.stdout.write(
-                                f"  [{run.workflow_id}] #{entry.position} {entry.kind} "
-                                f"{entry.target} -> {outcome!r} (epoch {entry.epoch})"
+                                f"  {format_ms(entry.at_ms)}  [{run.workflow_id}] "
+                                f"#{entry.position} {entry.kind} {entry.target} -> "
+                                f"{_json(outcome)} (epoch {entry.epoch})"
                             )
                 current = handle.status()
                 if current != status:
@@ -73,16 +76,21 @@ class Command(BaseCommand):
                     break
                 time.sleep(0.1)
             if status != "completed":
-                raise CommandError(f"demo workflow ended {status!r}: {handle.error()!r}")
-            self.stdout.write(f"result: {handle.result(timeout=1)!r}")
+                raise CommandError(f"demo workflow ended {status}: {_json(handle.error())}")
+            self.stdout.write(f"result: {_json(handle.result(timeout=1))}")
             self.stdout.write("claim history:")
             for event in ClaimEvent.objects.filter(workflow_id__startswith=workflow_id).order_by(
                 "id"
             ):
                 self.stdout.write(
                     f"  {event.workflow_id}: {event.kind} epoch {event.epoch} "
-                    f"by {event.engine_id} at {event.at_ms}"
+                    f"by {event.engine_id} at {format_ms(event.at_ms)}"
                 )
         finally:
             engine.dispose(grace=5)
         self.stdout.write(self.style.SUCCESS("demo finished"))
+
+
+def _json(value: object) -> str:
+    """A payload as a person reads it: JSON, not a Python repr."""
+    return json.dumps(value, sort_keys=True, default=str)
