@@ -36,7 +36,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -46,12 +45,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.fresh.support import COMMAND_TIMEOUT_S
+from tests.fresh.support import clean_env as _clean_env
+from tests.fresh.support import run as _run
 from tests.support import REPO_ROOT
 
 pytestmark = [pytest.mark.processes]
 
 HANG_TIMEOUT_S = 60.0  # hang protection only
-COMMAND_TIMEOUT_S = 120.0  # one subprocess (venv creation, pip, migrate, ...)
 
 #: What the package itself requires: Django and Django's own dependencies.
 DJANGO_ONLY = ("django", "asgiref", "sqlparse")
@@ -113,76 +114,6 @@ STATUS_SNIPPET = (
     "'result': h.result(timeout=0) if s == 'completed' else None, "
     "'error': h.error()}))"
 )
-
-
-def _run(
-    args: list[str], *, cwd: Path, env: dict[str, str], timeout: float = COMMAND_TIMEOUT_S
-) -> str:
-    proc = subprocess.run(
-        args,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(args)} exited {proc.returncode}\n"
-            f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
-        )
-    return proc.stdout
-
-
-def _clean_env(**extra: str) -> dict[str, str]:
-    """The parent's environment minus everything that points at this repository."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE", "DATABASE_URL", "VIRTUAL_ENV")
-        and not k.startswith(("WEFT_", "PYTEST_"))
-    }
-    env["PYTHONNOUSERSITE"] = "1"
-    env["PIP_NO_INDEX"] = "1"  # never reach for the network
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    env.update(extra)
-    return env
-
-
-@pytest.fixture(scope="session")
-def weft_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel, built once per session from a clean copy of the sources."""
-    root = tmp_path_factory.mktemp("wheel-build")
-    src = root / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"):
-        shutil.copy2(REPO_ROOT / name, src / name)
-    shutil.copytree(
-        REPO_ROOT / "weft_django",
-        src / "weft_django",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
-    wheelhouse = root / "wheelhouse"
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-w",
-            str(wheelhouse),
-            str(src),
-        ],
-        cwd=root,
-        env=_clean_env(),
-    )
-    wheels = sorted(wheelhouse.glob("weft_django-*.whl"))
-    assert len(wheels) == 1, wheels
-    return wheels[0]
 
 
 def _django_only_dir(target: Path) -> Path:
