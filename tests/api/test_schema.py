@@ -27,6 +27,8 @@ EXPECTED = {
     (W + "suspend/", "post"),
     (W + "resume/", "post"),
     (W + "retry/", "post"),
+    (W + "fork/", "post"),
+    (W + "reset/", "post"),
     (W + "purge/", "post"),
     (W + "query/", "post"),
     (W + "update/", "post"),

@@ -113,6 +113,11 @@ API_WRITES: dict[str, tuple[Callable[[Any], None], Callable[[], bool]]] = {
     "bulk-cancel": (_pending, lambda: _status() == "cancelled"),
     "bulk-resume": (_suspended, lambda: _status() == "pending"),
     "bulk-retry": (_failed, lambda: _status() == "pending"),
+    "workflow-fork": (_pending, lambda: WorkflowRun.objects.filter(workflow_id="sec-fork").exists()),
+    "workflow-reset": (
+        _pending,
+        lambda: WorkflowRun.objects.filter(workflow_id=WID, status="terminated").exists(),
+    ),
 }
 OK_STATUS = {
     "workflow-list": 201,
@@ -122,6 +127,7 @@ OK_STATUS = {
     "schedule-trigger": 201,
     "schedule-backfill": 201,
     "workflow-update": 504,  # accepted; no engine answers in these tests
+    "workflow-fork": 201,
 }
 GUARDED = sorted(n for n in ROUTES if n not in TOKEN_ROUTES and n != CATCH_ALL)
 API_CASES = [(name, method) for name in GUARDED for method in UNSAFE]

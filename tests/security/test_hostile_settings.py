@@ -62,6 +62,7 @@ VALID_FOR: dict[str, tuple[Any, ...]] = {
     "WORKER_CONCURRENCY": (10**40,),
     "MAX_PAYLOAD_BYTES": (10**40,),
     "TURN_MAX_FAILURES": (10**40,),
+    "MAX_RECOVERY_ATTEMPTS": (10**40,),
     "ACTIVITY_CONCURRENCY": (10**40,),
     "WORKFLOW_CACHE_SIZE": (10**40,),
     "REPLAY_CHECK_SAMPLE": (10**40,),

@@ -67,6 +67,18 @@ ALLOWED_LOG_FIELDS = {
     # ``ownership.loss``'s rotated line: a closed description and the actor.
     "what",
     "actor",
+    # A failed attempt's and a failed run's lines (``engine.turn.attempt_log``): ids,
+    # counts, the exception's type, and its message -- text the activity's own
+    # code chose to raise, which a person needs to act on (never a payload weft
+    # holds: the canaries below stay out of every record).
+    "run_id",
+    "activity",
+    "attempt",
+    "max_attempts",
+    "error_type",
+    "error_message",
+    "retried",
+    "retry_at_ms",
 }
 WARN_HELPERS = {"warn_claim_lost", "warn_wake_discarded", "warn_lease_lost"}
 

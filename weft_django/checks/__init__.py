@@ -26,6 +26,7 @@ weft.E032  QUEUES without OWNERSHIP="workflow-lease"
 weft.E036  ENGINE_RECORD_RETENTION not a duration  weft.E040  TRACING not a bool
 weft.E045  SEARCH_ATTRIBUTES not a dict (or over 100 names)
 weft.E046  a bad search attribute name   weft.E047  an unknown search attribute type
+weft.E049  MAX_RECOVERY_ATTEMPTS not an integer >= 1
 weft.E034/E035  routed activities without Celery / without a routing app (``checks.routing``)
 weft.W050  (``check --deploy`` only) a live run would break under this code (``checks.replay``)
 weft.W051  (``check --deploy`` only) the replay check could not read the database

@@ -61,6 +61,7 @@ CHECK_IDS: Final[dict[str, str]] = {
     "bad-search-attributes": "weft.E045",
     "bad-search-attribute-name": "weft.E046",
     "bad-search-attribute-type": "weft.E047",
+    "bad-max-recovery-attempts": "weft.E049",
 }
 
 
