@@ -43,6 +43,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
             "NotLocallyOwned",
             "OwnershipModeMismatchError",
             "PayloadError",
+            "PayloadTypeMismatch",
             "SagaCompensationError",
             "ScheduleAlreadyExists",
             "ScheduleNotFound",
@@ -89,6 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.errors import NotLocallyOwned as NotLocallyOwned
     from weft_django.errors import OwnershipModeMismatchError as OwnershipModeMismatchError
     from weft_django.errors import PayloadError as PayloadError
+    from weft_django.errors import PayloadTypeMismatch as PayloadTypeMismatch
     from weft_django.errors import SagaCompensationError as SagaCompensationError
     from weft_django.errors import ScheduleAlreadyExists as ScheduleAlreadyExists
     from weft_django.errors import ScheduleNotFound as ScheduleNotFound
@@ -140,6 +142,7 @@ __all__ = [
     "NotLocallyOwned",
     "OwnershipModeMismatchError",
     "PayloadError",
+    "PayloadTypeMismatch",
     "RunFilter",
     "SagaCompensationError",
     "ScheduleAlreadyExists",

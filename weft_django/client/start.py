@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Awaitable, Callable, Generator
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, Unpack, overload
 
 from weft_django.client.aio import asyncify
 from weft_django.client.handle import WorkflowHandle
+from weft_django.client.start_types import StartOptions, start_target
 from weft_django.engine import tracing
 from weft_django.engine.operations import signal_with_start as sws
 from weft_django.engine.operations import start as starting
@@ -39,8 +41,24 @@ def _ms_from_now(value: timedelta | float | int | None, what: str) -> int | None
     return at
 
 
+I = TypeVar("I")  # noqa: E741 - the input type
+R = TypeVar("R")
+
+
+@overload
 def start(
-    name: str,
+    name: Callable[[Any, I], Awaitable[R]], input: I, **options: Unpack[StartOptions]
+) -> WorkflowHandle[R]: ...
+@overload
+def start(
+    name: Callable[[Any, I], Generator[Any, Any, R]], input: I, **options: Unpack[StartOptions]
+) -> WorkflowHandle[R]: ...
+@overload
+def start(
+    name: str | Callable[..., Any], input: Any = None, **options: Unpack[StartOptions]
+) -> WorkflowHandle[Any]: ...
+def start(
+    name: Any,
     input: Any = None,
     *,
     workflow_id: str | None = None,
@@ -52,13 +70,18 @@ def start(
     queue: str | None = None,
     priority: int = 0,
     concurrency_key: str | None = None,
-) -> WorkflowHandle:
+) -> WorkflowHandle[Any]:
     """Write a ``pending`` run; an engine picks it up. Nothing is claimed here.
+
+    ``name``: the workflow's name, or its ``@workflow`` function -- then the
+    handle is typed by its return annotation and ``result()`` rebuilds the
+    result as that type (``client.start_types``).
 
     ``queue`` (default: the workflow's ``@workflow(queue=...)``),
     ``priority`` and ``concurrency_key``: flow control (``engine.queues``).
     Traced as ``weft.start <name>`` (``engine.tracing``): its context is the
     run's ``trace_context``, written by the insert itself."""
+    name, rebuild = start_target(name)
     with tracing.start_span(name, source="client", workflow_id=workflow_id) as span:
         new = _checked(
             name,
@@ -74,7 +97,7 @@ def start(
             concurrency_key=concurrency_key,
         )
         run, _created = starting.start(new)
-        handle = WorkflowHandle(run.workflow_id, str(run.pk))
+        handle: WorkflowHandle[Any] = WorkflowHandle(run.workflow_id, str(run.pk), rebuild)
         tracing.annotate(span, workflow_id=handle.workflow_id, run_id=handle.run_id)
         return handle
 
@@ -142,7 +165,7 @@ def _checked(
 
 def signal_with_start(
     name: str, input: Any, workflow_id: str, signal: str, payload: Any = None
-) -> WorkflowHandle:
+) -> WorkflowHandle[Any]:
     """Start ``name`` unless a live run has ``workflow_id``; signal it either way,
     atomically (``engine.operations.signal_with_start``)."""
     run, _message, _started = sws.signal_with_start(name, input, workflow_id, signal, payload)

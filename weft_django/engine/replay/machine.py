@@ -38,20 +38,24 @@ from weft_django.engine.replay.errors_codec import error_record, rebuild_error
 from weft_django.engine.replay.sandbox import (
     WorkflowDatabaseAccessError as WorkflowDatabaseAccessError,
 )
-from weft_django.engine.replay.sandbox import close_body, database_refused, json_copy
+from weft_django.engine.replay.sandbox import body_scope, close_body, database_refused, json_copy
+from weft_django.engine.replay.typed import rebuilt, result_rebuild
 from weft_django.engine.replay.updates import UpdateRun, call_handler, done_fields, start_args
+from weft_django.engine.workflow.body import foreign_await_error, is_coroutine
 from weft_django.engine.workflow.commands import (
     LEAF_COMMANDS,
     All,
+    Command,
     ContinueAsNew,
     LeafKind,
     Race,
+    WaitSignal,
     WaitUntil,
 )
 from weft_django.engine.workflow.context import SideEffectKind, WorkflowContext
 from weft_django.engine.workflow.definitions import WorkflowDefinition
 from weft_django.engine.workflow.patches import DEPRECATED_MARKER, is_deprecated_marker
-from weft_django.errors import NonDeterminismError, WorkflowCancelled
+from weft_django.errors import NonDeterminismError, PayloadTypeMismatch, WorkflowCancelled
 
 RecordedKind = SideEffectKind | Literal["patch"]
 InfoKind = Literal["async-token", "async-handout"]
@@ -123,7 +127,8 @@ class _Divergence(BaseException):
 
 
 class Replay:
-    """One generator driven against one run's journal."""
+    """One body -- a generator or an ``async def`` coroutine, both driven by
+    ``send``/``throw`` -- driven against one run's journal."""
 
     def __init__(
         self,
@@ -162,6 +167,7 @@ class Replay:
         self.ctx = WorkflowContext(self, workflow_id, run_id, definition.name)
         self._input = json_copy(input)
         self._gen: Any = None
+        self._coro = False  # the body is a coroutine (``engine.workflow.body``)
         # Set once a ``cancel`` event was applied: the body is cleaning up, and
         # however it ends the run ends ``cancelled`` (``failed`` if it raised
         # something else). Rebuilt by replay, like everything here.
@@ -317,9 +323,14 @@ class Replay:
         return sorted(opened, key=lambda leaf: leaf.id)
 
     def _start(self) -> None:
+        body_input = self._input
+        if self.definition.is_async and self.definition.input_rebuild is not None:
+            body_input = self._rebuilt(
+                self.definition.input_rebuild, body_input, 0, "the workflow input"
+            )
         with database_refused():
             try:
-                self._gen = self.definition.fn(self.ctx, self._input)
+                self._gen = self.definition.fn(self.ctx, body_input)
             except _Divergence:
                 raise
             except Exception as exc:
@@ -329,7 +340,17 @@ class Replay:
             # A plain function: its return value is the result.
             self._outcome = Finished(json_copy(self._gen))
             return
+        self._coro = is_coroutine(self._gen)
         self._step(lambda: self._gen.send(None))
+
+    def _rebuilt(self, rebuild: Any, value: Any, position: int, what: str) -> Any:
+        """``value`` as its declared type (``replay.typed``); a misfit suspends the run."""
+        try:
+            return rebuilt(
+                rebuild, value, workflow_id=self.workflow_id, position=position, what=what
+            )
+        except PayloadTypeMismatch as mismatch:
+            raise _Divergence(mismatch) from None
 
     def _resume(self, blocked: Node) -> None:
         self._retire(blocked)
@@ -347,18 +368,28 @@ class Replay:
             self.leaves.pop(leaf.id, None)
 
     def _step(self, action: Callable[[], Any]) -> None:
-        with database_refused():
-            try:
-                yielded = action()
-            except StopIteration as stop:
-                self._finish(stop.value)
-                return
-            except _Divergence:
-                raise
-            except Exception as exc:
-                self._outcome = Failed(error_record(exc, with_traceback=True))
-                return
-        self._register(yielded)
+        while True:
+            with body_scope(self._coro):
+                try:
+                    yielded = action()
+                except StopIteration as stop:
+                    self._finish(stop.value)
+                    return
+                except _Divergence:
+                    raise
+                except Exception as exc:
+                    self._outcome = Failed(error_record(exc, with_traceback=True))
+                    return
+            if self._coro and not isinstance(yielded, Command):
+                # Awaited something that is not a ctx command: refused where it
+                # was awaited, live and on replay alike (nothing recorded).
+                action = self._thrower(foreign_await_error(self._gen, yielded))
+                continue
+            self._register(yielded)
+            return
+
+    def _thrower(self, error: BaseException) -> Callable[[], Any]:
+        return lambda: self._gen.throw(error)
 
     def _finish(self, value: Any) -> None:
         remaining = [
@@ -452,7 +483,15 @@ class Replay:
         if event.error is not None:
             leaf.error = rebuild_error(event.error)
         else:
+            # An ``async def`` body gets values rebuilt as declared; a
+            # generator body keeps getting the stored JSON (its contract).
+            rebuild = result_rebuild(leaf.command) if self._coro else None
             leaf.value = event.result
+            if rebuild is not None and not (
+                event.result is None and isinstance(leaf.command, WaitSignal)
+            ):
+                what = f"the result of {leaf.command.describe()}"
+                leaf.value = self._rebuilt(rebuild, event.result, event.position, what)
         settle_parent(leaf, self._abandoned)
 
     def _cancel_blocked(self, event: Event) -> None:
@@ -483,7 +522,16 @@ class Replay:
         update_id, args = start_args(event.result)
         entry = self.ctx.update_handlers.get(event.target)
         with database_refused():
-            return call_handler(self.workflow_id, event.target, update_id, entry, args)
+            try:
+                return call_handler(
+                    self.workflow_id, event.target, update_id, entry, args, typed=self._coro
+                )
+            except PayloadTypeMismatch as mismatch:  # its arguments no longer fit
+                raise _Divergence(
+                    PayloadTypeMismatch(
+                        self.workflow_id, event.position, mismatch.recorded, mismatch.new
+                    )
+                ) from None
 
     def _run_updates(self) -> None:
         """Step every delivered handler as far as it goes, and record the
