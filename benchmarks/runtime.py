@@ -19,7 +19,10 @@ Three measurements, each against a baseline taken in the same run:
    off (size 0); an engine without the cache refuses the override
    (``ImproperlyConfigured: Unknown weft override``): the "off" variant then
    runs on the default engine (which has no cache) and "on" is reported as
-   ``"cache": "unavailable"``.
+   ``"cache": "unavailable"``. The same two variants then drive
+   ``bench-signal-loop-async``, the ``async def`` twin (``await`` instead of
+   ``yield``); ``ratio.async_vs_generator`` is its step CPU over the
+   generator's at each history, same run. Target: <= 1.1.
 2. **Fan-out**: wall time from ``client.start`` to ``handle.result()`` of
    ``bench-fanout`` -- ``ctx.all`` of 8 activities sleeping 200 ms -- against
    one such activity alone, on a started (background) engine of this
@@ -56,6 +59,7 @@ HISTORIES = (10, 1_000, 5_000)
 WINDOW = 20
 FAST_FORWARD_CHUNK = 200
 STEP_TARGET = 1.2
+ASYNC_TARGET = 1.1
 FANOUT_WIDTH = 8
 FANOUT_SECONDS = 0.2
 FANOUT_TARGET = 1.5
@@ -125,9 +129,14 @@ def turn_cpu(engine: Any) -> Iterator[list[float]]:
 
 
 def cpu_per_step(
-    cache_size: int, histories: Sequence[int], window: int, tag: str
+    cache_size: int,
+    histories: Sequence[int],
+    window: int,
+    tag: str,
+    workflow: str = "bench-signal-loop",
 ) -> dict[str, Any]:
-    """Drive one ``bench-signal-loop`` through ``histories``; measure ``window`` steps at each."""
+    """Drive one ``workflow`` (``bench-signal-loop`` or its async twin) through
+    ``histories``; measure ``window`` steps at each."""
     from django.db import transaction
 
     from weft_django import client
@@ -139,7 +148,7 @@ def cpu_per_step(
         return {"cache": "unavailable"}
     workflow_id = f"bench-loop-{tag}"
     steps_total = max(histories) + window + 1
-    handle = client.start("bench-signal-loop", {"steps": steps_total}, workflow_id=workflow_id)
+    handle = client.start(workflow, {"steps": steps_total}, workflow_id=workflow_id)
     done = 0  # steps the workflow has completed
     points: dict[str, Any] = {}
     fast_forward_s = 0.0
@@ -183,13 +192,30 @@ def cpu_per_step(
     finally:
         engine.dispose(grace=0)
     if status != "parked":
-        raise RuntimeError(f"bench-signal-loop {workflow_id} is {status!r}, expected parked")
+        raise RuntimeError(f"{workflow} {workflow_id} is {status!r}, expected parked")
     return {
         "cache": cache,
         "cache_size": cache_size,
         "points": points,
         "fast_forward_s": round(fast_forward_s, 1),
     }
+
+
+ASYNC_LOOP = "bench-signal-loop-async"
+
+
+def async_ratios(cpu: dict[str, Any], histories: Sequence[int]) -> dict[str, Any]:
+    """Step CPU of the ``async def`` twin over the generator's, per variant and history."""
+    out: dict[str, Any] = {}
+    for variant in ("cache_off", "cache_on"):
+        gen, coro = cpu[variant], cpu[f"async_{variant}"]
+        if "points" in gen and "points" in coro:
+            for h in histories:
+                a, g = coro["points"][str(h)]["turn_cpu_ms"], gen["points"][str(h)]["turn_cpu_ms"]
+                out[f"{variant}@{h}"] = round(a / g, 3)
+    out["target"] = f"<= {ASYNC_TARGET}"
+    out["met"] = all(v <= ASYNC_TARGET for k, v in out.items() if "@" in k)
+    return out
 
 
 def step_ratios(points: dict[str, Any], histories: Sequence[int]) -> dict[str, float]:
@@ -344,6 +370,8 @@ def run(
     cpu = {
         "cache_off": cpu_per_step(0, histories, window, "off"),
         "cache_on": cpu_per_step(CACHE_SIZE, histories, window, "on"),
+        "async_cache_off": cpu_per_step(0, histories, window, "a-off", ASYNC_LOOP),
+        "async_cache_on": cpu_per_step(CACHE_SIZE, histories, window, "a-on", ASYNC_LOOP),
     }
     fan = fanout(fanout_width, fanout_seconds, repeats)
     memory = rss(parked)
@@ -354,6 +382,7 @@ def run(
     for variant, doc in cpu.items():
         if "points" in doc:
             ratio[f"cpu_{variant}"] = step_ratios(doc["points"], histories)
+    ratio["async_vs_generator"] = async_ratios(cpu, histories)
     ratio["fanout"] = fan["ratio"]
     headline_variant = "cache_on" if "points" in cpu["cache_on"] else "cache_off"
     value = ratio[f"cpu_{headline_variant}"][f"step@{last}/step@{first}"]
