@@ -337,9 +337,9 @@ def test_a_stored_value_that_no_longer_fits_suspends_the_run(weft_env: Any) -> N
     weft_env.run_until_idle()  # charged; now asleep
     before = registry.activities["aw-charge"]
     # The deploy: the activity's declared result changed under the live run.
-    registry.activities["aw-charge"] = dataclasses.replace(
-        before, result_rebuild=rebuilder(RenamedReceipt, "test")
-    )
+    deployed = dataclasses.replace(before, result_rebuild=rebuilder(RenamedReceipt, "test"))
+    registry.activities["aw-charge"] = deployed
+    charge.__weft_activity__ = deployed  # type: ignore[attr-defined]
     try:
         if weft_env.engine.workflow_cache is not None:  # a takeover: a fresh replay
             weft_env.engine.workflow_cache.clear()
@@ -347,7 +347,23 @@ def test_a_stored_value_that_no_longer_fits_suspends_the_run(weft_env: Any) -> N
         weft_env.run_until_idle()
     finally:
         registry.activities["aw-charge"] = before
+        charge.__weft_activity__ = before  # type: ignore[attr-defined]
     run = latest("aw-8")
     assert run.status == "suspended"
     assert run.error["type"] == "PayloadTypeMismatch"
     assert "amount" in run.error["message"] and "position 0" in run.error["message"]
+
+
+@workflow(name="aw-orm")
+async def orm_in_body(ctx: Any, x: int) -> Any:
+    from weft_django.models import WorkflowRun
+
+    return WorkflowRun.objects.count()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_is_refused_in_an_async_body(weft_env: Any) -> None:
+    h = client.start("aw-orm", 1, workflow_id="aw-9")
+    weft_env.run_until_idle()
+    assert h.status() == "failed"
+    assert h.error()["type"] in ("SynchronousOnlyOperation", "WorkflowDatabaseAccessError")

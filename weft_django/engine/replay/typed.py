@@ -16,14 +16,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from weft_django.engine.workflow.commands import (
-    RunActivity,
-    StartAsyncActivity,
-    StartChild,
-    WaitSignal,
-)
 from weft_django.engine.workflow.declared import parameter_annotations, return_annotation
-from weft_django.engine.workflow.definitions import registry
 from weft_django.engine.workflow.payload_types import (
     Rebuild,
     RebuildError,
@@ -35,19 +28,11 @@ _HANDLERS: dict[Any, tuple[list[Rebuild | None], Rebuild | None]] = {}
 
 
 def result_rebuild(command: object) -> Rebuild | None:
-    """How the outcome of leaf ``command`` is rebuilt (``None``: as stored)."""
-    if isinstance(command, RunActivity):
-        activity = registry.activities.get(command.name)
-        return activity.result_rebuild if activity is not None else None
-    if isinstance(command, WaitSignal):
-        return command.rebuild
-    if isinstance(command, StartChild) and not command.detached:
-        child = registry.workflows.get(command.name)
-        return child.result_rebuild if child is not None else None
-    if isinstance(command, StartAsyncActivity) and command.is_activity:
-        activity = registry.activities.get(command.name)
-        return activity.result_rebuild if activity is not None else None
-    return None
+    """How the outcome of leaf ``command`` is rebuilt (``None``: as stored): what
+    the command carries, decided where the body built it (``ctx.run`` from the
+    activity's annotation, ``ctx.start_child`` from the child's,
+    ``wait_for_signal(type=)``)."""
+    return getattr(command, "rebuild", None)
 
 
 def rebuilt(

@@ -15,11 +15,15 @@ A foreign awaitable that suspends without asking the loop (``asyncio.sleep(0)``,
 another library's future) reaches the replay as a yield that is not a command,
 and the replay throws the same ``TypeError`` into the body there
 (``foreign_await_error``). Both happen at the same point live and on replay,
-and neither records anything.
+and neither records anything. ``BODY_LOOP`` runs only while the body's own code
+does: with it running, Django's connections would resolve to another
+(async-context) set, so the replay's code and the database refusal run
+without it, and an ORM call in the body meets Django's own async refusal.
 
-Conversely a ctx command awaited where ``BODY_LOOP`` is not running -- in an
-ordinary asyncio program, a view, a test -- is refused by its ``__await__``
-with a ``RuntimeError`` saying so (``require_body``).
+Conversely a ctx command awaited outside a workflow body -- in an ordinary
+asyncio program, a view, a test -- reaches that program's event loop, which
+throws its "bad yield" back at the ``await``; the command's ``__await__``
+turns it into a ``RuntimeError`` saying so (``refuse_outside_body``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from asyncio import events
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -90,6 +94,19 @@ class _BodyLoop:
 BODY_LOOP: Any = _BodyLoop()
 
 
+def as_body(action: Callable[[], Any]) -> Any:
+    """``action()`` (one ``send``/``throw`` of a coroutine body) with ``BODY_LOOP``
+    running. Only around the body's own code: Django's thread-critical locals
+    (its connections) take a running loop for an async context, so the
+    replay's own code must run without it."""
+    before = events._get_running_loop()
+    events._set_running_loop(BODY_LOOP)
+    try:
+        return action()
+    finally:
+        events._set_running_loop(before)
+
+
 @contextlib.contextmanager
 def stepping() -> Iterator[None]:
     """Step a coroutine body (or update handler) with ``BODY_LOOP`` running."""
@@ -104,13 +121,24 @@ def stepping() -> Iterator[None]:
 def require_body(command: object) -> None:
     """``RuntimeError`` unless ``command`` is awaited inside a workflow body."""
     if events._get_running_loop() is not BODY_LOOP:
-        describe = getattr(command, "describe", None)
-        what = describe() if callable(describe) else type(command).__name__
-        raise RuntimeError(
-            f"a ctx command ({what}) was awaited outside a workflow body: ctx commands "
-            "only run inside an @workflow body driven by weft (start the workflow with "
-            "client.start; an activity cannot await ctx commands)"
-        )
+        refuse_outside_body(command)
+
+
+def is_foreign_driver_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an event loop refusing a yielded ctx command (asyncio's
+    task: "Task got bad yield"): the command was awaited outside a workflow body."""
+    return "bad yield" in str(exc)
+
+
+def refuse_outside_body(command: object) -> None:
+    """The ``RuntimeError`` of a ctx command awaited outside a workflow body."""
+    describe = getattr(command, "describe", None)
+    what = describe() if callable(describe) else type(command).__name__
+    raise RuntimeError(
+        f"a ctx command ({what}) was awaited outside a workflow body: ctx commands "
+        "only run inside an @workflow body driven by weft (start the workflow with "
+        "client.start; an activity cannot await ctx commands)"
+    )
 
 
 def _awaited_name(coro: Any) -> str:
@@ -149,4 +177,13 @@ def is_coroutine(body: Any) -> bool:
     return hasattr(body, "cr_code")
 
 
-__all__ = ["BODY_LOOP", "foreign_await_error", "is_coroutine", "require_body", "stepping"]
+__all__ = [
+    "BODY_LOOP",
+    "as_body",
+    "foreign_await_error",
+    "is_coroutine",
+    "is_foreign_driver_error",
+    "refuse_outside_body",
+    "require_body",
+    "stepping",
+]

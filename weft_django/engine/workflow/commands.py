@@ -24,7 +24,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, NoReturn, TypeVar
 
-from weft_django.engine.workflow.body import require_body
+from weft_django.engine.workflow.body import is_foreign_driver_error, refuse_outside_body
 from weft_django.engine.workflow.payload_types import Rebuild
 
 R = TypeVar("R", covariant=True)
@@ -42,15 +42,23 @@ class Command(Generic[R]):
     kind: ClassVar[CommandKind] = "command"
 
     def __await__(self) -> Generator[Any, Any, R]:
-        require_body(self)
-        if "_awaited" in self.__dict__:
+        # Every await of every body runs this: one dict check, no syscall. Awaited
+        # outside a body, the driver (an asyncio task) refuses the command it is
+        # handed by throwing into this frame: that becomes the clear error.
+        seen = self.__dict__
+        if "_awaited" in seen:
             raise RuntimeError(
                 f"ctx command {self.describe()!r} was awaited twice: one command is one "
                 "journal position; call ctx.run(...) (or the other ctx method) again to "
                 "run it again"
             )
-        object.__setattr__(self, "_awaited", True)
-        return (yield self)
+        seen["_awaited"] = True
+        try:
+            return (yield self)
+        except RuntimeError as exc:
+            if is_foreign_driver_error(exc):
+                refuse_outside_body(self)
+            raise
 
     @property
     def target(self) -> str:
@@ -66,6 +74,8 @@ class RunActivity(Command[R]):
     name: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    #: How an ``async def`` body gets the result rebuilt (the activity's return type).
+    rebuild: Rebuild | None = field(default=None, compare=False, repr=False)
 
     @property
     def target(self) -> str:
@@ -105,6 +115,7 @@ class StartAsyncActivity(Command[Any]):
     is_activity: bool
     args: tuple[Any, ...] = ()
     timeout_ms: int | None = None
+    rebuild: Rebuild | None = field(default=None, compare=False, repr=False)
 
     @property
     def target(self) -> str:
@@ -120,6 +131,8 @@ class StartChild(Command[R]):
     #: Not awaited, not cancelled with the parent: the command resolves to the
     #: child's workflow id in the batch that starts it (``turn.detached``).
     detached: bool = False
+    #: The child's declared result type (``None`` for a detached child).
+    rebuild: Rebuild | None = field(default=None, compare=False, repr=False)
 
     @property
     def target(self) -> str:

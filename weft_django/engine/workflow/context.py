@@ -33,7 +33,11 @@ from weft_django.engine.workflow.commands import (
     WaitSignal,
     WaitUntil,
 )
-from weft_django.engine.workflow.definitions import activity_definition, workflow_target
+from weft_django.engine.workflow.definitions import (
+    activity_definition,
+    result_rebuild_of,
+    workflow_target,
+)
 from weft_django.engine.workflow.groups import GroupMethods
 from weft_django.engine.workflow.payload_types import rebuilder
 from weft_django.engine.workflow.saga import Saga
@@ -137,7 +141,7 @@ class WorkflowContext(GroupMethods):
         definition = activity_definition(target)
         if definition is None:
             raise TypeError(f"ctx.run() needs an @activity function or its name, got {target!r}")
-        return RunActivity(definition.name, tuple(args), dict(kwargs))
+        return RunActivity(definition.name, tuple(args), dict(kwargs), definition.result_rebuild)
 
     def sleep(self, duration: timedelta | float) -> Sleep:
         return Sleep(to_ms(duration, "ctx.sleep duration"))
@@ -174,7 +178,11 @@ class WorkflowContext(GroupMethods):
             raise TypeError("ctx.async_activity() needs an @activity function or a plain name")
         name = definition.name if definition is not None else str(target)
         return StartAsyncActivity(
-            name, definition is not None, tuple(args), duration_ms(timeout, "async timeout")
+            name,
+            definition is not None,
+            tuple(args),
+            duration_ms(timeout, "async timeout"),
+            definition.result_rebuild if definition is not None else None,
         )
 
     @overload
@@ -196,7 +204,9 @@ class WorkflowContext(GroupMethods):
         its result -- or, ``detached=True``, only for its start: the command
         resolves to the child's workflow id, and the child outlives the parent
         (not cancelled with it)."""
-        return StartChild(workflow_target(name), input, workflow_id, bool(detached))
+        child = workflow_target(name)
+        rebuild = None if detached else result_rebuild_of(child)
+        return StartChild(child, input, workflow_id, bool(detached), rebuild)
 
     def signal_workflow(self, workflow_id: str, name: str, payload: Any = None) -> SignalWorkflow:
         """Signal another workflow, once (yield it): the signal is written in the

@@ -145,6 +145,12 @@ def _workflow_definition(
     )
 
 
+def result_rebuild_of(name: str) -> Rebuild | None:
+    """How workflow ``name``'s result is rebuilt (``None``: unknown here, or as stored)."""
+    definition = registry.workflows.get(name)
+    return definition.result_rebuild if definition is not None else None
+
+
 def workflow_target(target: Any) -> str:
     """The workflow name ``target`` stands for: a name, or an ``@workflow`` function."""
     name = getattr(target, "__weft_workflow__", None)

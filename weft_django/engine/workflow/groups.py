@@ -184,7 +184,8 @@ class GroupMethods:
                 f"got {max_concurrency!r}"
             )
         commands: tuple[AwaitableCommand, ...] = tuple(
-            RunActivity(definition.name, (item,), {}) for item in iterable
+            RunActivity(definition.name, (item,), {}, definition.result_rebuild)
+            for item in iterable
         )
         return All(
             commands, return_exceptions=bool(return_exceptions), max_concurrency=max_concurrency
