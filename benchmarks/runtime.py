@@ -19,10 +19,10 @@ Three measurements, each against a baseline taken in the same run:
    off (size 0); an engine without the cache refuses the override
    (``ImproperlyConfigured: Unknown weft override``): the "off" variant then
    runs on the default engine (which has no cache) and "on" is reported as
-   ``"cache": "unavailable"``. The same two variants then drive
-   ``bench-signal-loop-async``, the ``async def`` twin (``await`` instead of
-   ``yield``); ``ratio.async_vs_generator`` is its step CPU over the
-   generator's at each history, same run. Target: <= 1.1.
+   ``"cache": "unavailable"``. Then ``bench-signal-loop`` and its ``async
+   def`` twin run side by side, their steps interleaved
+   (``benchmarks.runtime_async``); ``ratio.async_vs_generator`` is the twin's
+   step CPU over the generator's at each history, same run. Target: <= 1.1.
 2. **Fan-out**: wall time from ``client.start`` to ``handle.result()`` of
    ``bench-fanout`` -- ``ctx.all`` of 8 activities sleeping 200 ms -- against
    one such activity alone, on a started (background) engine of this
@@ -53,13 +53,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks import common, stats
+from benchmarks import common, runtime_async, stats
 
 HISTORIES = (10, 1_000, 5_000)
 WINDOW = 20
 FAST_FORWARD_CHUNK = 200
 STEP_TARGET = 1.2
-ASYNC_TARGET = 1.1
 FANOUT_WIDTH = 8
 FANOUT_SECONDS = 0.2
 FANOUT_TARGET = 1.5
@@ -199,23 +198,6 @@ def cpu_per_step(
         "points": points,
         "fast_forward_s": round(fast_forward_s, 1),
     }
-
-
-ASYNC_LOOP = "bench-signal-loop-async"
-
-
-def async_ratios(cpu: dict[str, Any], histories: Sequence[int]) -> dict[str, Any]:
-    """Step CPU of the ``async def`` twin over the generator's, per variant and history."""
-    out: dict[str, Any] = {}
-    for variant in ("cache_off", "cache_on"):
-        gen, coro = cpu[variant], cpu[f"async_{variant}"]
-        if "points" in gen and "points" in coro:
-            for h in histories:
-                a, g = coro["points"][str(h)]["turn_cpu_ms"], gen["points"][str(h)]["turn_cpu_ms"]
-                out[f"{variant}@{h}"] = round(a / g, 3)
-    out["target"] = f"<= {ASYNC_TARGET}"
-    out["met"] = all(v <= ASYNC_TARGET for k, v in out.items() if "@" in k)
-    return out
 
 
 def step_ratios(points: dict[str, Any], histories: Sequence[int]) -> dict[str, float]:
@@ -370,8 +352,6 @@ def run(
     cpu = {
         "cache_off": cpu_per_step(0, histories, window, "off"),
         "cache_on": cpu_per_step(CACHE_SIZE, histories, window, "on"),
-        "async_cache_off": cpu_per_step(0, histories, window, "a-off", ASYNC_LOOP),
-        "async_cache_on": cpu_per_step(CACHE_SIZE, histories, window, "a-on", ASYNC_LOOP),
     }
     fan = fanout(fanout_width, fanout_seconds, repeats)
     memory = rss(parked)
@@ -382,7 +362,12 @@ def run(
     for variant, doc in cpu.items():
         if "points" in doc:
             ratio[f"cpu_{variant}"] = step_ratios(doc["points"], histories)
-    ratio["async_vs_generator"] = async_ratios(cpu, histories)
+    twins = runtime_async.compare(histories, window, CACHE_SIZE)
+    ratio["async_vs_generator"] = {
+        f"{variant}@{h}": point["ratio"]
+        for variant in ("cache_off", "cache_on")
+        for h, point in twins[variant]["points"].items()
+    } | {"target": twins["target"], "met": twins["met"]}
     ratio["fanout"] = fan["ratio"]
     headline_variant = "cache_on" if "points" in cpu["cache_on"] else "cache_off"
     value = ratio[f"cpu_{headline_variant}"][f"step@{last}/step@{first}"]
@@ -401,6 +386,7 @@ def run(
     figures = {
         "cache": cache_note,
         "cpu_per_step": cpu,
+        "async_vs_generator": twins,
         "fanout": fan,
         "rss": memory,
     }
