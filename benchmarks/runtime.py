@@ -19,7 +19,10 @@ Three measurements, each against a baseline taken in the same run:
    off (size 0); an engine without the cache refuses the override
    (``ImproperlyConfigured: Unknown weft override``): the "off" variant then
    runs on the default engine (which has no cache) and "on" is reported as
-   ``"cache": "unavailable"``.
+   ``"cache": "unavailable"``. Then ``bench-signal-loop`` and its ``async
+   def`` twin run side by side, their steps interleaved
+   (``benchmarks.runtime_async``); ``ratio.async_vs_generator`` is the twin's
+   step CPU over the generator's at each history, same run. Target: <= 1.1.
 2. **Fan-out**: wall time from ``client.start`` to ``handle.result()`` of
    ``bench-fanout`` -- ``ctx.all`` of 8 activities sleeping 200 ms -- against
    one such activity alone, on a started (background) engine of this
@@ -50,7 +53,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks import common, stats
+from benchmarks import common, runtime_async, stats
 
 HISTORIES = (10, 1_000, 5_000)
 WINDOW = 20
@@ -125,9 +128,14 @@ def turn_cpu(engine: Any) -> Iterator[list[float]]:
 
 
 def cpu_per_step(
-    cache_size: int, histories: Sequence[int], window: int, tag: str
+    cache_size: int,
+    histories: Sequence[int],
+    window: int,
+    tag: str,
+    workflow: str = "bench-signal-loop",
 ) -> dict[str, Any]:
-    """Drive one ``bench-signal-loop`` through ``histories``; measure ``window`` steps at each."""
+    """Drive one ``workflow`` (``bench-signal-loop`` or its async twin) through
+    ``histories``; measure ``window`` steps at each."""
     from django.db import transaction
 
     from weft_django import client
@@ -139,7 +147,7 @@ def cpu_per_step(
         return {"cache": "unavailable"}
     workflow_id = f"bench-loop-{tag}"
     steps_total = max(histories) + window + 1
-    handle = client.start("bench-signal-loop", {"steps": steps_total}, workflow_id=workflow_id)
+    handle = client.start(workflow, {"steps": steps_total}, workflow_id=workflow_id)
     done = 0  # steps the workflow has completed
     points: dict[str, Any] = {}
     fast_forward_s = 0.0
@@ -183,7 +191,7 @@ def cpu_per_step(
     finally:
         engine.dispose(grace=0)
     if status != "parked":
-        raise RuntimeError(f"bench-signal-loop {workflow_id} is {status!r}, expected parked")
+        raise RuntimeError(f"{workflow} {workflow_id} is {status!r}, expected parked")
     return {
         "cache": cache,
         "cache_size": cache_size,
@@ -354,6 +362,12 @@ def run(
     for variant, doc in cpu.items():
         if "points" in doc:
             ratio[f"cpu_{variant}"] = step_ratios(doc["points"], histories)
+    twins = runtime_async.compare(histories, window, CACHE_SIZE)
+    ratio["async_vs_generator"] = {
+        f"{variant}@{h}": point["ratio"]
+        for variant in ("cache_off", "cache_on")
+        for h, point in twins[variant]["points"].items()
+    } | {"target": twins["target"], "met": twins["met"]}
     ratio["fanout"] = fan["ratio"]
     headline_variant = "cache_on" if "points" in cpu["cache_on"] else "cache_off"
     value = ratio[f"cpu_{headline_variant}"][f"step@{last}/step@{first}"]
@@ -372,6 +386,7 @@ def run(
     figures = {
         "cache": cache_note,
         "cpu_per_step": cpu,
+        "async_vs_generator": twins,
         "fanout": fan,
         "rss": memory,
     }

@@ -70,6 +70,16 @@ def bench_signal_loop(ctx: Any, data: dict[str, Any]) -> Any:
     return done
 
 
+@workflow(name="bench-signal-loop-async")
+async def bench_signal_loop_async(ctx: Any, data: dict[str, Any]) -> Any:
+    """``bench-signal-loop``'s ``async def`` twin: the same steps, awaited."""
+    done = 0
+    for i in range(int(data["steps"])):
+        await ctx.wait_for_signal("go")
+        done = await ctx.run(bench_trivial, i)
+    return done
+
+
 @workflow(name="bench-fanout")
 def bench_fanout(ctx: Any, data: dict[str, Any]) -> Any:
     """``width`` sleeping activities under one ``ctx.all`` (one plain ``ctx.run`` when 1)."""

@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, tuple[str, str | None]] = {
     "workflow": ("weft_django.engine.workflow.definitions", "workflow"),
     "activity": ("weft_django.engine.workflow.definitions", "activity"),
+    "WorkflowContext": ("weft_django.engine.workflow.context", "WorkflowContext"),
     "client": ("weft_django.client", None),
     "WorkflowHandle": ("weft_django.client", "WorkflowHandle"),
     "RunFilter": ("weft_django.engine.runs.filters", "RunFilter"),
@@ -44,6 +45,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
             "NotLocallyOwned",
             "OwnershipModeMismatchError",
             "PayloadError",
+            "PayloadTypeMismatch",
             "SagaCompensationError",
             "ScheduleAlreadyExists",
             "ScheduleNotFound",
@@ -71,6 +73,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.engine.activities.info import activity_info as activity_info
     from weft_django.engine.runs.filters import AttributeRange as AttributeRange
     from weft_django.engine.runs.filters import RunFilter as RunFilter
+    from weft_django.engine.workflow.context import WorkflowContext as WorkflowContext
     from weft_django.engine.workflow.definitions import activity as activity
     from weft_django.engine.workflow.definitions import workflow as workflow
     from weft_django.errors import ActivityCancelled as ActivityCancelled
@@ -91,6 +94,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from weft_django.errors import NotLocallyOwned as NotLocallyOwned
     from weft_django.errors import OwnershipModeMismatchError as OwnershipModeMismatchError
     from weft_django.errors import PayloadError as PayloadError
+    from weft_django.errors import PayloadTypeMismatch as PayloadTypeMismatch
     from weft_django.errors import SagaCompensationError as SagaCompensationError
     from weft_django.errors import ScheduleAlreadyExists as ScheduleAlreadyExists
     from weft_django.errors import ScheduleNotFound as ScheduleNotFound
@@ -143,6 +147,7 @@ __all__ = [
     "NotLocallyOwned",
     "OwnershipModeMismatchError",
     "PayloadError",
+    "PayloadTypeMismatch",
     "RunFilter",
     "SagaCompensationError",
     "ScheduleAlreadyExists",
@@ -156,6 +161,7 @@ __all__ = [
     "WorkflowAlreadyRunning",
     "WorkflowCancelled",
     "WorkflowClaimUnavailableError",
+    "WorkflowContext",
     "WorkflowFailedError",
     "WorkflowFinishedError",
     "WorkflowHandle",

@@ -113,7 +113,10 @@ API_WRITES: dict[str, tuple[Callable[[Any], None], Callable[[], bool]]] = {
     "bulk-cancel": (_pending, lambda: _status() == "cancelled"),
     "bulk-resume": (_suspended, lambda: _status() == "pending"),
     "bulk-retry": (_failed, lambda: _status() == "pending"),
-    "workflow-fork": (_pending, lambda: WorkflowRun.objects.filter(workflow_id="sec-fork").exists()),
+    "workflow-fork": (
+        _pending,
+        lambda: WorkflowRun.objects.filter(workflow_id="sec-fork").exists(),
+    ),
     "workflow-reset": (
         _pending,
         lambda: WorkflowRun.objects.filter(workflow_id=WID, status="terminated").exists(),

@@ -73,6 +73,15 @@ SAMPLES: dict[type[WeftError], dict[str, Any]] = dict(
             {"workflow_id": "wf-6", "position": 3, "recorded": "sleep(5)", "new": "activity(x)"},
         ),
         (
+            errors_module.PayloadTypeMismatch,
+            {
+                "workflow_id": "wf-6b",
+                "position": 4,
+                "recorded": "the result of activity charge",
+                "new": "total: missing",
+            },
+        ),
+        (
             ActivityError,
             {
                 "activity": "charge_card",
@@ -160,7 +169,7 @@ def test_every_public_error_class_is_listed_and_sampled() -> None:
         if inspect.isclass(obj) and issubclass(obj, WeftError) and obj is not WeftError
     }
     assert set(ERROR_CLASSES) == public
-    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 31
+    assert len(ERROR_CLASSES) == len(set(ERROR_CLASSES)) == 32
     assert set(SAMPLES) == public
     assert set(errors_module.__all__) >= {c.__name__ for c in public}
 
@@ -188,6 +197,7 @@ def test_codes_are_unique_stable_snake_case() -> None:
         (errors_module.IdempotencyConflictError, 409),
         (errors_module.InvalidTransitionError, 409),
         (errors_module.NonDeterminismError, 409),
+        (errors_module.PayloadTypeMismatch, 409),
         (ActivityError, 500),
         (errors_module.ChildWorkflowError, 500),
         (errors_module.CrashLoopError, 409),

@@ -98,7 +98,7 @@ def debounce(
             fairness_weight=start_options.get("fairness_weight"),
         )
         run = debouncing.debounce(new, key, period_ms, max_wait_ms)
-        handle = WorkflowHandle(run.workflow_id, str(run.pk))
+        handle: WorkflowHandle[Any] = WorkflowHandle(run.workflow_id, str(run.pk))
         tracing.annotate(span, workflow_id=handle.workflow_id, run_id=handle.run_id)
         return handle
 

@@ -19,15 +19,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from weft_django.client import actions, updates
 from weft_django.client.aio import asyncify
 from weft_django.conf import get_settings
 from weft_django.engine.operations import latest_run
 from weft_django.engine.wakes import backends
+from weft_django.engine.workflow.payload_types import Rebuild
 from weft_django.errors import WorkflowFailedError, WorkflowNotFound
 from weft_django.models import TERMINAL_STATUSES, WorkflowRun
 
@@ -108,13 +109,26 @@ def _continued_as(run: WorkflowRun) -> Any:
     return None
 
 
+R = TypeVar("R", covariant=True)
+
+
 @dataclass(frozen=True)
-class WorkflowHandle:
+class WorkflowHandle(Generic[R]):
     """A started run: ``workflow_id``, ``run_id``, what it ended with, and the
-    actions on its workflow; every method has its ``a…`` twin."""
+    actions on its workflow; every method has its ``a…`` twin.
+
+    ``WorkflowHandle[R]`` (``client.start`` given the workflow function):
+    ``result()`` / ``aresult()`` return the result rebuilt as ``R``, the
+    workflow's declared return type; a handle made from a name is
+    ``WorkflowHandle[Any]`` and returns the stored JSON."""
 
     workflow_id: str
     run_id: str
+    #: How the stored result is rebuilt as ``R`` (``None``: handed back as stored).
+    rebuild: Rebuild | None = field(default=None, compare=False, repr=False)
+
+    def _typed(self, value: Any) -> R:
+        return value if self.rebuild is None else self.rebuild(value, "result")  # type: ignore[no-any-return]
 
     # -- reading the run -----------------------------------------------------
     def _run(self, run_id: str | None = None) -> WorkflowRun:
@@ -163,7 +177,7 @@ class WorkflowHandle:
         return run
 
     # -- waiting for the end -------------------------------------------------
-    def result(self, timeout: float | None = 30.0) -> Any:
+    def result(self, timeout: float | None = 30.0) -> R:
         """The result; ``WorkflowFailedError`` if it ended otherwise; ``TimeoutError``."""
         db = get_settings().database
         plan = _waiting(self.workflow_id, self.run_id, timeout)
@@ -173,7 +187,7 @@ class WorkflowHandle:
             try:
                 step = plan.send(sent) if failed is None else plan.throw(failed)
             except StopIteration as done:
-                return done.value
+                return self._typed(done.value)
             sent, failed = None, None
             try:
                 if isinstance(step, _Read):
@@ -189,7 +203,7 @@ class WorkflowHandle:
             except BaseException as exc:  # into the plan: it closes its waiter
                 failed = exc
 
-    async def aresult(self, timeout: float | None = 30.0) -> Any:
+    async def aresult(self, timeout: float | None = 30.0) -> R:
         """``result()`` without blocking the loop (an async done waiter)."""
         db = get_settings().database
         plan = _waiting(self.workflow_id, self.run_id, timeout)
@@ -199,7 +213,7 @@ class WorkflowHandle:
             try:
                 step = plan.send(sent) if failed is None else plan.throw(failed)
             except StopIteration as done:
-                return done.value
+                return self._typed(done.value)
             sent, failed = None, None
             try:
                 if isinstance(step, _Read):
@@ -251,7 +265,7 @@ class WorkflowHandle:
     aownership = asyncify(ownership)
 
 
-def get_handle(workflow_id: str) -> WorkflowHandle:
+def get_handle(workflow_id: str) -> WorkflowHandle[Any]:
     """The handle of ``workflow_id``'s newest run (``WorkflowNotFound`` if none)."""
     run = latest_run(workflow_id)
     return WorkflowHandle(workflow_id, str(run.pk))

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Awaitable, Callable, Generator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, Unpack, overload
 
 from weft_django.client.aio import asyncify
 from weft_django.client.handle import WorkflowHandle
+from weft_django.client.start_types import StartOptions, start_target
 from weft_django.engine import tracing
 from weft_django.engine.operations import signal_with_start as sws
 from weft_django.engine.operations import start as starting
@@ -40,8 +42,24 @@ def _ms_from_now(value: timedelta | float | int | None, what: str) -> int | None
     return at
 
 
+I = TypeVar("I")  # noqa: E741 - the input type
+R = TypeVar("R")
+
+
+@overload
 def start(
-    name: str,
+    name: Callable[[Any, I], Awaitable[R]], input: I, **options: Unpack[StartOptions]
+) -> WorkflowHandle[R]: ...
+@overload
+def start(
+    name: Callable[[Any, I], Generator[Any, Any, R]], input: I, **options: Unpack[StartOptions]
+) -> WorkflowHandle[R]: ...
+@overload
+def start(
+    name: str | Callable[..., Any], input: Any = None, **options: Unpack[StartOptions]
+) -> WorkflowHandle[Any]: ...
+def start(
+    name: Any,
     input: Any = None,
     *,
     workflow_id: str | None = None,
@@ -55,8 +73,12 @@ def start(
     concurrency_key: str | None = None,
     fairness_key: str | None = None,
     fairness_weight: int | None = None,
-) -> WorkflowHandle:
+) -> WorkflowHandle[Any]:
     """Write a ``pending`` run; an engine picks it up. Nothing is claimed here.
+
+    ``name``: the workflow's name, or its ``@workflow`` function -- then the
+    handle is typed by its return annotation and ``result()`` rebuilds the
+    result as that type (``client.start_types``).
 
     ``on_conflict`` (a run of ``workflow_id`` exists): ``"error"`` (a live or
     a finished one), ``"start-new"`` (after a finished one), ``"use-existing"``
@@ -69,6 +91,7 @@ def start(
     (admissions per round, default 1): a ``fair`` queue's round robin.
     Traced as ``weft.start <name>`` (``engine.tracing``): its context is the
     run's ``trace_context``, written by the insert itself."""
+    name, rebuild = start_target(name)
     with tracing.start_span(name, source="client", workflow_id=workflow_id) as span:
         new = _checked(
             name,
@@ -86,7 +109,7 @@ def start(
             fairness_weight=fairness_weight,
         )
         run, _created = start_with_policy(new, on_conflict)
-        handle = WorkflowHandle(run.workflow_id, str(run.pk))
+        handle: WorkflowHandle[Any] = WorkflowHandle(run.workflow_id, str(run.pk), rebuild)
         tracing.annotate(span, workflow_id=handle.workflow_id, run_id=handle.run_id)
         return handle
 
@@ -160,7 +183,7 @@ def _checked(
 
 def signal_with_start(
     name: str, input: Any, workflow_id: str, signal: str, payload: Any = None
-) -> WorkflowHandle:
+) -> WorkflowHandle[Any]:
     """Start ``name`` unless a live run has ``workflow_id``; signal it either way,
     atomically (``engine.operations.signal_with_start``)."""
     run, _message, _started = sws.signal_with_start(name, input, workflow_id, signal, payload)

@@ -275,6 +275,23 @@ class CrashLoopError(WeftError):
 
 
 @error_class
+class PayloadTypeMismatch(NonDeterminismError):
+    """A stored value no longer fits the type the code declares for it (a
+    deploy changed the type under a live run): the run is suspended, like a
+    divergence. ``recorded`` names the value, ``new`` the field and why."""
+
+    code = "payload_type_mismatch"
+
+    def _message(self) -> str:
+        return (
+            f'Workflow "{self.workflow_id}": {self.recorded} at journal position '
+            f"{self.position} no longer fits its declared type: {self.new}. The type changed "
+            "under a live run; the run is suspended until code that accepts the stored value "
+            "is deployed."
+        )
+
+
+@error_class
 class ActivityError(WeftError):
     """An activity failed for good (retries exhausted, timed out, or non-retryable).
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from weft_django.engine.replay.sandbox import json_copy
 from weft_django.engine.workflow.commands import LeafCommand
 
 __all__ = [
@@ -162,14 +161,20 @@ def eligible(node: Node) -> list[Leaf]:
     return open_leaves
 
 
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
 def delivered(value: Any) -> Any:
-    """What the body receives: a private copy (JSON values are copied; an
-    error of ``return_exceptions`` stays the exception; a race's result is
-    the tuple ``(index, value)``)."""
-    if isinstance(value, BaseException):
+    """What the body receives: a private copy (JSON containers are copied,
+    scalars are immutable; an error of ``return_exceptions`` stays the
+    exception; a value rebuilt as its declared type (``replay.typed``) is
+    already the body's own; a race's result is the tuple ``(index, value)``)."""
+    if isinstance(value, (*_IMMUTABLE, BaseException)):
         return value
     if isinstance(value, tuple):
         return tuple(delivered(item) for item in value)
     if isinstance(value, list):
         return [delivered(item) for item in value]
-    return json_copy(value)
+    if isinstance(value, dict):
+        return {key: delivered(item) for key, item in value.items()}
+    return value

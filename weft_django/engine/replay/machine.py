@@ -14,7 +14,7 @@ access refused — so ``client.query`` can replay read-only anywhere.
 ``Replay`` is the ``WorkflowRuntime`` that ``ctx`` declares: this module
 imports the context, never the reverse. The tree of one yield (leaves and groups,
 how a group is decided) is ``engine.branches``; the rest -- one state
-machine with its event and outcome types, read as one -- is about 450
+machine with its event and outcome types, read as one -- is about 500
 lines.
 """
 
@@ -39,19 +39,23 @@ from weft_django.engine.replay.sandbox import (
     WorkflowDatabaseAccessError as WorkflowDatabaseAccessError,
 )
 from weft_django.engine.replay.sandbox import close_body, database_refused, json_copy
+from weft_django.engine.replay.typed import rebuilt
 from weft_django.engine.replay.updates import UpdateRun, call_handler, done_fields, start_args
+from weft_django.engine.workflow.body import as_body, foreign_await_error, is_coroutine
 from weft_django.engine.workflow.commands import (
     LEAF_COMMANDS,
     All,
+    Command,
     ContinueAsNew,
     LeafKind,
     Race,
+    WaitSignal,
     WaitUntil,
 )
 from weft_django.engine.workflow.context import SideEffectKind, WorkflowContext
 from weft_django.engine.workflow.definitions import WorkflowDefinition
 from weft_django.engine.workflow.patches import DEPRECATED_MARKER, is_deprecated_marker
-from weft_django.errors import NonDeterminismError, WorkflowCancelled
+from weft_django.errors import NonDeterminismError, PayloadTypeMismatch, WorkflowCancelled
 
 RecordedKind = SideEffectKind | Literal["patch"]
 InfoKind = Literal["async-token", "async-handout"]
@@ -123,7 +127,8 @@ class _Divergence(BaseException):
 
 
 class Replay:
-    """One generator driven against one run's journal."""
+    """One body -- a generator or an ``async def`` coroutine, both driven by
+    ``send``/``throw`` -- driven against one run's journal."""
 
     def __init__(
         self,
@@ -162,6 +167,8 @@ class Replay:
         self.ctx = WorkflowContext(self, workflow_id, run_id, definition.name)
         self._input = json_copy(input)
         self._gen: Any = None
+        # An ``async def`` body: stepped with ``BODY_LOOP`` running (``engine.workflow.body``).
+        self._coro = definition.is_async
         # Set once a ``cancel`` event was applied: the body is cleaning up, and
         # however it ends the run ends ``cancelled`` (``failed`` if it raised
         # something else). Rebuilt by replay, like everything here.
@@ -262,6 +269,16 @@ class Replay:
         """Run until the body finishes or blocks with nothing left to apply."""
         if self._outcome is not None:
             return self._outcome
+        # The body and its handlers run only inside ``advance``: the database is
+        # refused once here, not per step; a coroutine body also runs with
+        # ``BODY_LOOP`` (set after the refusal, which resolves the thread's own
+        # connections: ``engine.workflow.body``).
+        with database_refused():
+            if self._coro:
+                return as_body(self._advance)  # type: ignore[no-any-return]
+            return self._advance()
+
+    def _advance(self) -> Outcome:
         try:
             if self._gen is None:
                 self._start()
@@ -317,19 +334,44 @@ class Replay:
         return sorted(opened, key=lambda leaf: leaf.id)
 
     def _start(self) -> None:
-        with database_refused():
-            try:
-                self._gen = self.definition.fn(self.ctx, self._input)
-            except _Divergence:
-                raise
-            except Exception as exc:
-                self._outcome = Failed(error_record(exc, with_traceback=True))
-                return
+        body_input = self._input
+        if self.definition.is_async and self.definition.input_rebuild is not None:
+            body_input = self._rebuilt(
+                self.definition.input_rebuild, body_input, 0, "the workflow input"
+            )
+        try:
+            self._gen = self.definition.fn(self.ctx, body_input)
+        except _Divergence:
+            raise
+        except Exception as exc:
+            self._outcome = Failed(error_record(exc, with_traceback=True))
+            return
         if not hasattr(self._gen, "send"):
             # A plain function: its return value is the result.
             self._outcome = Finished(json_copy(self._gen))
             return
+        if is_coroutine(self._gen) and not self._coro:
+            close_body(self._gen)
+            self._gen = None
+            self._outcome = Failed(
+                error_record(
+                    TypeError(
+                        f"workflow {self.definition.name!r} returned a coroutine from a plain "
+                        "function: declare it async def"
+                    )
+                )
+            )
+            return
         self._step(lambda: self._gen.send(None))
+
+    def _rebuilt(self, rebuild: Any, value: Any, position: int, what: str) -> Any:
+        """``value`` as its declared type (``replay.typed``); a misfit suspends the run."""
+        try:
+            return rebuilt(
+                rebuild, value, workflow_id=self.workflow_id, position=position, what=what
+            )
+        except PayloadTypeMismatch as mismatch:
+            raise _Divergence(mismatch) from None
 
     def _resume(self, blocked: Node) -> None:
         self._retire(blocked)
@@ -347,7 +389,7 @@ class Replay:
             self.leaves.pop(leaf.id, None)
 
     def _step(self, action: Callable[[], Any]) -> None:
-        with database_refused():
+        while True:
             try:
                 yielded = action()
             except StopIteration as stop:
@@ -358,7 +400,16 @@ class Replay:
             except Exception as exc:
                 self._outcome = Failed(error_record(exc, with_traceback=True))
                 return
-        self._register(yielded)
+            if self._coro and not isinstance(yielded, Command):
+                # Awaited something that is not a ctx command: refused where it
+                # was awaited, live and on replay alike (nothing recorded).
+                action = self._thrower(foreign_await_error(self._gen, yielded))
+                continue
+            self._register(yielded)
+            return
+
+    def _thrower(self, error: BaseException) -> Callable[[], Any]:
+        return lambda: self._gen.throw(error)
 
     def _finish(self, value: Any) -> None:
         remaining = [
@@ -452,7 +503,15 @@ class Replay:
         if event.error is not None:
             leaf.error = rebuild_error(event.error)
         else:
+            # An ``async def`` body gets values rebuilt as declared; a
+            # generator body keeps getting the stored JSON (its contract).
+            rebuild = getattr(leaf.command, "rebuild", None) if self._coro else None
             leaf.value = event.result
+            if rebuild is not None and not (
+                event.result is None and isinstance(leaf.command, WaitSignal)
+            ):
+                what = f"the result of {leaf.command.describe()}"
+                leaf.value = self._rebuilt(rebuild, event.result, event.position, what)
         settle_parent(leaf, self._abandoned)
 
     def _cancel_blocked(self, event: Event) -> None:
@@ -475,15 +534,22 @@ class Replay:
         handler = self.ctx.signal_handlers.get(name)
         if handler is None:
             return
-        with database_refused():
-            handler(json_copy(payload))
+        handler(json_copy(payload))
 
     # -- updates (``engine.update_handlers``) -------------------------------
     def _start_update(self, event: Event) -> UpdateRun:
         update_id, args = start_args(event.result)
         entry = self.ctx.update_handlers.get(event.target)
-        with database_refused():
-            return call_handler(self.workflow_id, event.target, update_id, entry, args)
+        try:
+            return call_handler(
+                self.workflow_id, event.target, update_id, entry, args, typed=self._coro
+            )
+        except PayloadTypeMismatch as mismatch:  # its arguments no longer fit
+            raise _Divergence(
+                PayloadTypeMismatch(
+                    self.workflow_id, event.position, mismatch.recorded, mismatch.new
+                )
+            ) from None
 
     def _run_updates(self) -> None:
         """Step every delivered handler as far as it goes, and record the
@@ -499,11 +565,7 @@ class Replay:
                         continue
                     if blocked is not None:
                         self._retire(blocked)
-                    if update.gen is not None:
-                        with database_refused():
-                            yielded = update.step()
-                    else:
-                        yielded = None
+                    yielded = update.step() if update.gen is not None else None
                     if yielded is not None:
                         try:
                             node = self._new_node(yielded, None)

@@ -19,6 +19,7 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
 
+from weft_django.engine.workflow.body import is_coroutine, stepping
 from weft_django.engine.workflow.payload_types import to_json_value
 
 
@@ -42,6 +43,18 @@ def database_refused() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def body_scope(coroutine: bool) -> Iterator[None]:
+    """Database refused; for a coroutine body also ``BODY_LOOP`` running, so
+    only ctx commands can be awaited (``engine.workflow.body``)."""
+    if not coroutine:
+        with database_refused():
+            yield
+        return
+    with database_refused(), stepping():
+        yield
+
+
 def close_body(gen: Any, *, limit: int = 16) -> None:
     """Close a dropped workflow generator quietly, with database access refused.
 
@@ -55,7 +68,7 @@ def close_body(gen: Any, *, limit: int = 16) -> None:
         return
     for _ in range(limit):
         try:
-            with database_refused():
+            with body_scope(is_coroutine(gen)):
                 gen.close()
             return
         except RuntimeError:
@@ -69,4 +82,10 @@ def json_copy(value: Any) -> Any:
     return json.loads(json.dumps(to_json_value(value), cls=DjangoJSONEncoder))
 
 
-__all__ = ["WorkflowDatabaseAccessError", "close_body", "database_refused", "json_copy"]
+__all__ = [
+    "WorkflowDatabaseAccessError",
+    "body_scope",
+    "close_body",
+    "database_refused",
+    "json_copy",
+]

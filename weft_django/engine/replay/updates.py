@@ -23,8 +23,11 @@ from typing import Any, Literal
 from weft_django.engine.replay.branches import Node, delivered
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.replay.sandbox import json_copy
-from weft_django.engine.workflow.commands import LEAF_COMMANDS, All, Race
-from weft_django.errors import UnknownUpdate
+from weft_django.engine.replay.typed import rebuilt_args
+from weft_django.engine.workflow.body import foreign_await_error, is_coroutine, stepping
+from weft_django.engine.workflow.commands import LEAF_COMMANDS, All, Command, Race
+from weft_django.engine.workflow.payload_types import RebuildError
+from weft_django.errors import PayloadTypeMismatch, UnknownUpdate
 
 UPDATE_EVENT = "update"
 DONE_EVENT = "update-done"
@@ -50,22 +53,36 @@ class UpdateRun:
             self.outcome = ("error", error_record(exc))
 
     def step(self) -> Any | None:
-        """Resume the generator past its settled node: the next command it
-        yields, or ``None`` once it ended (``outcome`` set)."""
+        """Resume the generator (or coroutine) past its settled node: the next
+        command it yields, or ``None`` once it ended (``outcome`` set)."""
+        if is_coroutine(self.gen):
+            with stepping():
+                return self._step()
+        return self._step()
+
+    def _step(self) -> Any | None:
         blocked = self.blocked
-        try:
-            if blocked is None:
-                yielded = self.gen.send(None)
-            elif blocked.error is not None:
-                yielded = self.gen.throw(blocked.error)
-            else:
-                yielded = self.gen.send(delivered(blocked.value))
-        except StopIteration as stop:
-            self.answer(stop.value)
-            return None
-        except Exception as exc:
-            self.outcome = ("error", error_record(exc, with_traceback=True))
-            return None
+        refused: TypeError | None = None
+        while True:
+            try:
+                if refused is not None:
+                    yielded = self.gen.throw(refused)
+                elif blocked is None:
+                    yielded = self.gen.send(None)
+                elif blocked.error is not None:
+                    yielded = self.gen.throw(blocked.error)
+                else:
+                    yielded = self.gen.send(delivered(blocked.value))
+            except StopIteration as stop:
+                self.answer(stop.value)
+                return None
+            except Exception as exc:
+                self.outcome = ("error", error_record(exc, with_traceback=True))
+                return None
+            if is_coroutine(self.gen) and not isinstance(yielded, Command):
+                refused = foreign_await_error(self.gen, yielded)  # as in the body
+                continue
+            break
         if not isinstance(yielded, (All, Race, *LEAF_COMMANDS)):
             self.gen.close()
             self.outcome = (
@@ -98,15 +115,28 @@ def call_handler(
     update_id: str,
     entry: tuple[Callable[..., Any], Callable[..., Any] | None] | None,
     args: list[Any],
+    *,
+    typed: bool = False,
 ) -> UpdateRun:
-    """Call the handler (database access refused by the caller): a plain
-    function answers at once, a generator is stepped by the replay."""
+    """Call the handler (database access refused by the caller) with its
+    arguments rebuilt as it declares them when ``typed`` (the handler of an
+    ``async def`` workflow; a generator workflow's gets JSON): a plain function answers at once,
+    a generator or coroutine is stepped by the replay."""
     run = UpdateRun(update_id, name)
     if entry is None:
         run.outcome = ("error", error_record(UnknownUpdate(workflow_id, name, [])))
         return run
+    where = f"update {name!r}"
     try:
-        out = entry[0](*json_copy(args))
+        args = json_copy(args)
+        if typed:
+            args = rebuilt_args(entry[0], where, args)
+    except RebuildError as exc:  # a stored argument that no longer fits its type
+        raise PayloadTypeMismatch(
+            workflow_id, 0, f"an argument of {where}", f"{exc.path}: {exc.reason}"
+        ) from None
+    try:
+        out = entry[0](*args)
     except Exception as exc:
         run.outcome = ("error", error_record(exc, with_traceback=True))
         return run

@@ -9,13 +9,25 @@ The command's *class* is its identity in code: the replay and the turn
 dispatch on it (``isinstance`` / a table keyed on the class). ``kind`` is
 the same identity as the string the journal stores, so it never changes for
 a class: a renamed ``kind`` would make every stored journal diverge.
+
+Every command is also awaitable (``Command[R]``: ``R`` is what the body gets
+back): ``__await__`` yields the command itself once and returns what the
+replay sends back, so ``await ctx.run(...)`` in an ``async def`` body reaches
+the same replay loop as ``yield ctx.run(...)`` in a generator body
+(``engine.workflow.body``). One command object is one journal position, so
+awaiting the same object twice is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Generic, Literal, NoReturn, TypeVar
+
+from weft_django.engine.workflow.body import is_foreign_driver_error, refuse_outside_body
+from weft_django.engine.workflow.payload_types import Rebuild
+
+R = TypeVar("R", covariant=True)
 
 LeafKind = Literal[
     "activity", "sleep", "signal", "wait-condition", "async-activity", "child", "signal-workflow"
@@ -26,8 +38,27 @@ CommandKind = LeafKind | Literal["command", "all", "race", "continue-as-new"]
 
 
 @dataclass(frozen=True)
-class Command:
+class Command(Generic[R]):
     kind: ClassVar[CommandKind] = "command"
+
+    def __await__(self) -> Generator[Any, Any, R]:
+        # Every await of every body runs this: one dict check, no syscall. Awaited
+        # outside a body, the driver (an asyncio task) refuses the command it is
+        # handed by throwing into this frame: that becomes the clear error.
+        seen = self.__dict__
+        if "_awaited" in seen:
+            raise RuntimeError(
+                f"ctx command {self.describe()!r} was awaited twice: one command is one "
+                "journal position; call ctx.run(...) (or the other ctx method) again to "
+                "run it again"
+            )
+        seen["_awaited"] = True
+        try:
+            return (yield self)
+        except RuntimeError as exc:
+            if is_foreign_driver_error(exc):
+                refuse_outside_body(self)
+            raise
 
     @property
     def target(self) -> str:
@@ -38,11 +69,13 @@ class Command:
 
 
 @dataclass(frozen=True)
-class RunActivity(Command):
+class RunActivity(Command[R]):
     kind: ClassVar[LeafKind] = "activity"
     name: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    #: How an ``async def`` body gets the result rebuilt (the activity's return type).
+    rebuild: Rebuild | None = field(default=None, compare=False, repr=False)
 
     @property
     def target(self) -> str:
@@ -50,16 +83,18 @@ class RunActivity(Command):
 
 
 @dataclass(frozen=True)
-class Sleep(Command):
+class Sleep(Command[None]):
     kind: ClassVar[LeafKind] = "sleep"
     duration_ms: int
 
 
 @dataclass(frozen=True)
-class WaitSignal(Command):
+class WaitSignal(Command[R]):
     kind: ClassVar[LeafKind] = "signal"
     name: str
     timeout_ms: int | None = None
+    #: ``wait_for_signal(name, type=T)``: how the payload is rebuilt as ``T``.
+    rebuild: Rebuild | None = field(default=None, compare=False, repr=False)
 
     @property
     def target(self) -> str:
@@ -67,19 +102,20 @@ class WaitSignal(Command):
 
 
 @dataclass(frozen=True)
-class WaitUntil(Command):
+class WaitUntil(Command[bool | None]):
     kind: ClassVar[LeafKind] = "wait-condition"
     predicate: Callable[[], bool]
     timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)
-class StartAsyncActivity(Command):
+class StartAsyncActivity(Command[Any]):
     kind: ClassVar[LeafKind] = "async-activity"
     name: str
     is_activity: bool
     args: tuple[Any, ...] = ()
     timeout_ms: int | None = None
+    rebuild: Rebuild | None = field(default=None, compare=False, repr=False)
 
     @property
     def target(self) -> str:
@@ -87,7 +123,7 @@ class StartAsyncActivity(Command):
 
 
 @dataclass(frozen=True)
-class StartChild(Command):
+class StartChild(Command[R]):
     kind: ClassVar[LeafKind] = "child"
     name: str
     input: Any = None
@@ -100,6 +136,8 @@ class StartChild(Command):
     queue: str | None = None
     priority: int = 0
     concurrency_key: str | None = None
+    #: The child's declared result type (``None`` for a detached child).
+    rebuild: Rebuild | None = field(default=None, compare=False, repr=False)
 
     @property
     def target(self) -> str:
@@ -107,7 +145,7 @@ class StartChild(Command):
 
 
 @dataclass(frozen=True)
-class SignalWorkflow(Command):
+class SignalWorkflow(Command[None]):
     """Signal another workflow from a body, once (``turn.signal_workflow``)."""
 
     kind: ClassVar[LeafKind] = "signal-workflow"
@@ -121,7 +159,13 @@ class SignalWorkflow(Command):
 
 
 LeafCommand = (
-    RunActivity | Sleep | WaitSignal | WaitUntil | StartAsyncActivity | StartChild | SignalWorkflow
+    RunActivity[Any]
+    | Sleep
+    | WaitSignal[Any]
+    | WaitUntil
+    | StartAsyncActivity
+    | StartChild[Any]
+    | SignalWorkflow
 )
 LEAF_COMMANDS: tuple[type[LeafCommand], ...] = (
     RunActivity,
@@ -137,7 +181,7 @@ LEAF_KINDS: frozenset[str] = frozenset(command.kind for command in LEAF_COMMANDS
 
 
 @dataclass(frozen=True)
-class All(Command):
+class All(Command[R]):
     """Wait for every command (``ctx.all``, ``ctx.map``); results in command order.
 
     ``return_exceptions``: failures are values of the result list (like
@@ -151,22 +195,40 @@ class All(Command):
     commands: tuple[AwaitableCommand, ...]
     return_exceptions: bool = False
     max_concurrency: int | None = None
+    #: ``await ctx.all(...)`` returns a tuple (``ctx.map``: a list); a
+    #: generator body that yields it gets the list either way.
+    tupled: bool = field(default=False, compare=False, repr=False)
+
+    def __await__(self) -> Generator[Any, Any, R]:
+        values = yield from super().__await__()
+        return tuple(values) if self.tupled else values  # type: ignore[arg-type,return-value]
 
 
 @dataclass(frozen=True)
-class Race(Command):
+class Race(Command[R]):
     """Wait for the first command to finish: ``(index, value)``; the rest are cancelled."""
 
     kind: ClassVar[Literal["race"]] = "race"
     commands: tuple[AwaitableCommand, ...]
 
 
-GroupCommand = All | Race
+GroupCommand = All[Any] | Race[Any]
 AwaitableCommand = LeafCommand | GroupCommand
 """What a body may yield and wait on; groups nest to any depth."""
 
 
 @dataclass(frozen=True)
-class ContinueAsNew(Command):
+class ContinueAsNew(Command[NoReturn]):
     kind: ClassVar[CommandKind] = "continue-as-new"
     input: Any = None
+
+
+def _identity_hash(self: object) -> int:
+    return object.__hash__(self)
+
+
+# A command is hashed by identity: it is one journal position, and its fields
+# (kwargs, an input) may be unhashable -- so ``asyncio.gather(ctx.run(...))``
+# reaches the refusal that names it instead of failing on ``hash``.
+for _cls in (Command, *LEAF_COMMANDS, All, Race, ContinueAsNew):
+    _cls.__hash__ = _identity_hash  # type: ignore[method-assign,assignment]

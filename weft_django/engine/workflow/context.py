@@ -1,7 +1,10 @@
 """``ctx``: what a workflow body uses to build commands (SPEC §1).
 
 Methods that return a command (``run``, ``sleep``, ...) do nothing by
-themselves; the body must ``yield`` them. Methods that return a value
+themselves; the body must ``await`` them (an ``async def`` body) or ``yield``
+them (a generator body). Each is typed from what it waits for: ``ctx.run(fn,
+...)`` is a ``RunActivity[R]`` of ``fn``'s result ``R`` (``engine.workflow.typing``
+holds the overloads of ``ctx.all``/``race``). Methods that return a value
 (``now``, ``uuid4``, ``random``, ``patched``) record it in the journal the
 first time and replay it afterwards, so a replay takes the same path.
 
@@ -15,17 +18,13 @@ from __future__ import annotations
 import logging
 import random as _random
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from weft_django.engine.workflow import publish
 from weft_django.engine.workflow.commands import (
-    LEAF_COMMANDS,
-    All,
-    AwaitableCommand,
     ContinueAsNew,
-    Race,
     RunActivity,
     SignalWorkflow,
     Sleep,
@@ -34,9 +33,19 @@ from weft_django.engine.workflow.commands import (
     WaitSignal,
     WaitUntil,
 )
-from weft_django.engine.workflow.definitions import activity_definition
+from weft_django.engine.workflow.definitions import (
+    activity_definition,
+    result_rebuild_of,
+    workflow_target,
+)
+from weft_django.engine.workflow.groups import GroupMethods
+from weft_django.engine.workflow.payload_types import rebuilder
 from weft_django.engine.workflow.saga import Saga
 from weft_django.kernel.durations import optional_ms, to_ms
+
+P = ParamSpec("P")
+T = TypeVar("T")
+A = TypeVar("A")
 
 SideEffectKind = Literal["now", "uuid", "random"] | publish.PublishKind
 """Values ``ctx`` records once and replays (``patch`` has ``patched()``)."""
@@ -97,17 +106,7 @@ class _ReplayAwareLogger(logging.LoggerAdapter[logging.Logger]):
         return f"[{self._ctx.workflow_id}] {msg}", kwargs
 
 
-def _awaitables(what: str, commands: tuple[Any, ...]) -> tuple[AwaitableCommand, ...]:
-    for command in commands:
-        if not isinstance(command, (All, Race, *LEAF_COMMANDS)):
-            raise TypeError(
-                f"{what}() takes ctx commands (ctx.run, ctx.sleep, ..., or ctx.all/race/map), "
-                f"got {command!r}"
-            )
-    return tuple(commands)
-
-
-class WorkflowContext:
+class WorkflowContext(GroupMethods):
     """The ``ctx`` argument of a workflow."""
 
     def __init__(self, runtime: WorkflowRuntime, workflow_id: str, run_id: str, name: str) -> None:
@@ -128,21 +127,45 @@ class WorkflowContext:
         return self._runtime.is_replaying
 
     # -- commands ------------------------------------------------------------
-    def run(self, target: Any, *args: Any, **kwargs: Any) -> RunActivity:
+    @overload
+    def run(  # type: ignore[overload-overlap]
+        self, target: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
+    ) -> RunActivity[T]: ...
+    @overload
+    def run(self, target: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> RunActivity[T]: ...
+    @overload
+    def run(self, target: str, *args: Any, **kwargs: Any) -> RunActivity[Any]: ...
+    def run(self, target: Any, *args: Any, **kwargs: Any) -> RunActivity[Any]:
+        """The activity ``target`` (an ``@activity`` function or its name) with
+        these arguments; ``await`` gives its result, typed as ``target``'s."""
         definition = activity_definition(target)
         if definition is None:
             raise TypeError(f"ctx.run() needs an @activity function or its name, got {target!r}")
-        return RunActivity(definition.name, tuple(args), dict(kwargs))
+        return RunActivity(definition.name, tuple(args), dict(kwargs), definition.result_rebuild)
 
     def sleep(self, duration: timedelta | float) -> Sleep:
         return Sleep(to_ms(duration, "ctx.sleep duration"))
 
-    def wait_for_signal(self, name: str, timeout: timedelta | float | None = None) -> WaitSignal:
-        return WaitSignal(name, duration_ms(timeout, "wait_for_signal timeout"))
+    @overload
+    def wait_for_signal(
+        self, name: str, timeout: timedelta | float | None = None, *, type: None = None
+    ) -> WaitSignal[Any]: ...
+    @overload
+    def wait_for_signal(
+        self, name: str, timeout: timedelta | float | None = None, *, type: type[T]
+    ) -> WaitSignal[T | None]: ...
+    def wait_for_signal(
+        self, name: str, timeout: timedelta | float | None = None, *, type: Any = None
+    ) -> WaitSignal[Any]:
+        """The next ``name`` signal's payload (``None`` after ``timeout``);
+        ``type=T``: rebuilt as ``T`` (a dataclass, a pydantic model, ...)."""
+        rebuild = None if type is None else rebuilder(type, f"wait_for_signal({name!r}) type")
+        return WaitSignal(name, duration_ms(timeout, "wait_for_signal timeout"), rebuild)
 
     def wait_until(
         self, predicate: Callable[[], bool], timeout: timedelta | float | None = None
     ) -> WaitUntil:
+        """Wait until ``predicate()`` holds (``True``; ``None`` after ``timeout``)."""
         if not callable(predicate):
             raise TypeError("ctx.wait_until() needs a callable predicate")
         return WaitUntil(predicate, duration_ms(timeout, "wait_until timeout"))
@@ -155,12 +178,29 @@ class WorkflowContext:
             raise TypeError("ctx.async_activity() needs an @activity function or a plain name")
         name = definition.name if definition is not None else str(target)
         return StartAsyncActivity(
-            name, definition is not None, tuple(args), duration_ms(timeout, "async timeout")
+            name,
+            definition is not None,
+            tuple(args),
+            duration_ms(timeout, "async timeout"),
+            definition.result_rebuild if definition is not None else None,
         )
 
+    @overload
     def start_child(
         self,
-        name: str,
+        name: Callable[[Any, A], Awaitable[T]],
+        input: A = ...,
+        workflow_id: str | None = None,
+        detached: bool = False,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        concurrency_key: str | None = None,
+    ) -> StartChild[T]: ...
+    @overload
+    def start_child(
+        self,
+        name: Any,
         input: Any = None,
         workflow_id: str | None = None,
         detached: bool = False,
@@ -168,15 +208,36 @@ class WorkflowContext:
         queue: str | None = None,
         priority: int = 0,
         concurrency_key: str | None = None,
-    ) -> StartChild:
-        """A child run; the body waits for its result -- or, ``detached=True``,
-        only for its start: the command resolves to the child's workflow id,
-        and the child outlives the parent (not cancelled with it).
+    ) -> StartChild[Any]: ...
+    def start_child(
+        self,
+        name: Any,
+        input: Any = None,
+        workflow_id: str | None = None,
+        detached: bool = False,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        concurrency_key: str | None = None,
+    ) -> StartChild[Any]:
+        """A child run (a workflow's name or its function); the body waits for
+        its result -- or, ``detached=True``, only for its start: the command
+        resolves to the child's workflow id, and the child outlives the parent
+        (not cancelled with it).
 
         A child of a queue (``queue``, else its ``@workflow(queue=...)``) is
         written ``pending`` and admitted like any queued run."""
+        child = workflow_target(name)
+        rebuild = None if detached else result_rebuild_of(child)
         return StartChild(
-            name, input, workflow_id, bool(detached), queue, priority, concurrency_key
+            child,
+            input,
+            workflow_id,
+            bool(detached),
+            queue=queue,
+            priority=priority,
+            concurrency_key=concurrency_key,
+            rebuild=rebuild,
         )
 
     def signal_workflow(self, workflow_id: str, name: str, payload: Any = None) -> SignalWorkflow:
@@ -188,62 +249,13 @@ class WorkflowContext:
             )
         return SignalWorkflow(str(workflow_id), name, payload)
 
-    def all(self, *commands: AwaitableCommand, return_exceptions: bool = False) -> All:
-        """Run ``commands`` at once; their results in command order.
-
-        The first failure cancels the rest (timers dropped, children
-        cancelled, running activities' results discarded) and is raised;
-        with ``return_exceptions=True`` every outcome is returned, failures
-        as exception values (like ``asyncio.gather``). Commands may be
-        ``ctx.all``/``ctx.race``/``ctx.map`` themselves, to any depth.
-        """
-        return All(_awaitables("ctx.all", commands), return_exceptions=bool(return_exceptions))
-
-    def race(self, *commands: AwaitableCommand) -> Race:
-        """Run ``commands`` at once; ``(index, value)`` of the first to finish
-        (or its error, raised); the others are cancelled."""
-        if not commands:
-            raise ValueError("ctx.race() needs at least one command")
-        return Race(_awaitables("ctx.race", commands))
-
-    def map(
-        self,
-        activity: Any,
-        iterable: Iterable[Any],
-        max_concurrency: int | None = None,
-        *,
-        return_exceptions: bool = False,
-    ) -> All:
-        """``activity(item)`` for every item of ``iterable``, at most
-        ``max_concurrency`` at once (the first ones in order); results in
-        input order. Failures as in ``ctx.all``."""
-        if activity_definition(activity) is None:
-            raise TypeError(f"ctx.map() needs an @activity function or its name, got {activity!r}")
-        if isinstance(iterable, str | bytes) or not isinstance(iterable, Iterable):
-            raise TypeError(
-                "ctx.map() needs an iterable of inputs (a str or bytes is refused: "
-                f"wrap it in a list), got {iterable!r}"
-            )
-        if max_concurrency is not None and (
-            isinstance(max_concurrency, bool)
-            or not isinstance(max_concurrency, int)
-            or max_concurrency < 1
-        ):
-            raise ValueError(
-                "ctx.map() max_concurrency must be an integer of at least 1, "
-                f"got {max_concurrency!r}"
-            )
-        commands = tuple(self.run(activity, item) for item in iterable)
-        return All(
-            commands, return_exceptions=bool(return_exceptions), max_concurrency=max_concurrency
-        )
-
     def continue_as_new(self, input: Any = None) -> ContinueAsNew:
+        """End this run and start a new one of the same workflow with ``input``."""
         return ContinueAsNew(input)
 
     def saga(self) -> Saga:
         """A saga: ``saga.add(compensation, *args)`` after each step, then
-        ``yield from saga.compensate()`` to undo them in reverse order
+        ``await saga.compensate()`` (a generator body: ``yield from``) to undo them in reverse order
         (``engine.saga``). Built by the body, so replay rebuilds it."""
         return Saga(self)
 

@@ -15,7 +15,6 @@ different machinery (threads, one event loop) and must never guess.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 import random
@@ -26,7 +25,17 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
+from weft_django.engine.workflow.activity_functions import (
+    check_activity_function as _check_activity_function,
+)
+from weft_django.engine.workflow.activity_functions import default_name as _default_name
+from weft_django.engine.workflow.activity_functions import innermost as _innermost
 from weft_django.engine.workflow.atomic_options import check_atomic_options
+from weft_django.engine.workflow.declared import parameter_annotations, return_annotation
+from weft_django.engine.workflow.payload_types import (
+    Rebuild,
+    rebuilder,
+)
 from weft_django.engine.workflow.routed_options import check_routing_options
 from weft_django.errors import UnknownWorkflowType
 from weft_django.kernel.durations import optional_ms
@@ -74,6 +83,8 @@ class ActivityDefinition:
     celery_queue: str | None = None
     #: ``@activity(queue=...)``: each attempt holds a slot of this queue (``engine.queues``).
     queue: str | None = None
+    #: How the stored result is rebuilt as the declared return type (``None``: as stored).
+    result_rebuild: Rebuild | None = None
 
     def backoff_for(self, attempt: int, rng: UniformSource = random) -> int:
         """The delay in ms before ``attempt`` (2, 3, ...).
@@ -93,7 +104,12 @@ class ActivityDefinition:
 
 @dataclass(frozen=True)
 class WorkflowDefinition:
-    """A workflow: a generator function ``(ctx, input) -> result``."""
+    """A workflow: an ``async def`` (or generator) function ``(ctx, input) -> result``.
+
+    ``input_rebuild`` / ``result_rebuild``: how the stored input and result
+    are rebuilt as the declared parameter and return types (``None``: handed
+    over as stored), decided once at decoration (``payload_types``).
+    """
 
     name: str
     fn: Callable[..., Any]
@@ -102,6 +118,47 @@ class WorkflowDefinition:
     cancel_grace_ms: int | None = None
     #: ``@workflow(queue=...)``: the queue a start names when it names none.
     queue: str | None = None
+    input_rebuild: Rebuild | None = None
+    result_rebuild: Rebuild | None = None
+    #: An ``async def`` body: values are rebuilt as declared, ctx commands awaited.
+    is_async: bool = False
+
+
+def _workflow_definition(
+    name: str, fn: Callable[..., Any], grace_ms: int | None, queue: str | None
+) -> WorkflowDefinition:
+    """The definition of ``fn``, its declared types checked (``TypeError`` names one
+    that cannot be rebuilt from JSON)."""
+    is_async = inspect.iscoroutinefunction(_innermost(fn))
+    params = parameter_annotations(fn)
+    where = f"workflow {name!r}"
+    try:
+        input_rebuild = rebuilder(params[1], f"{where} input") if len(params) > 1 else None
+        result_rebuild = rebuilder(return_annotation(fn), f"{where} result")
+    except TypeError:
+        if is_async:
+            raise
+        # A generator body receives stored JSON whatever it declares (its contract).
+        input_rebuild = result_rebuild = None
+    return WorkflowDefinition(
+        name, fn, grace_ms, queue, input_rebuild, result_rebuild, is_async=is_async
+    )
+
+
+def result_rebuild_of(name: str) -> Rebuild | None:
+    """How workflow ``name``'s result is rebuilt (``None``: unknown here, or as stored)."""
+    definition = registry.workflows.get(name)
+    return definition.result_rebuild if definition is not None else None
+
+
+def workflow_target(target: Any) -> str:
+    """The workflow name ``target`` stands for: a name, or an ``@workflow`` function."""
+    name = getattr(target, "__weft_workflow__", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(target, str):
+        return target
+    raise TypeError(f"expected a workflow name or an @workflow function, got {target!r:.200}")
 
 
 @dataclass
@@ -120,7 +177,7 @@ class WorkflowRegistry:
             if name not in self.workflows:
                 raise UnknownWorkflowType(name)
             before = self.workflows[name]
-            self.workflows[name] = WorkflowDefinition(
+            self.workflows[name] = _workflow_definition(
                 name, fn, before.cancel_grace_ms, before.queue
             )
         try:
@@ -156,7 +213,12 @@ def workflow(
     cancel_grace: timedelta | float | None = None,
     queue: str | None = None,
 ) -> Callable[[F], F]:
-    """Register a generator function as the workflow ``name``.
+    """Register an ``async def`` (or generator) function as the workflow ``name``.
+
+    Its input parameter and return annotations, when a dataclass, a pydantic
+    model or a container of them, are how the stored input and result are
+    rebuilt for code that receives them; any other class is refused here,
+    named (``TypeError``).
 
     ``cancel_grace``: how long a cancel that names no grace lets the workflow
     clean up (``WorkflowCancelled`` is thrown into it); ``None``: a cancel
@@ -172,13 +234,14 @@ def workflow(
     def decorate(fn: F) -> F:
         wf_name = name or fn.__name__
         _check_name(wf_name, "workflow")
+        definition = _workflow_definition(wf_name, fn, grace_ms, queue)
         with registry.lock:
             existing = registry.workflows.get(wf_name)
             if existing is not None and _qualname(existing.fn) != _qualname(fn):
                 raise ValueError(
                     f"workflow name {wf_name!r} is already registered by {_qualname(existing.fn)}"
                 )
-            registry.workflows[wf_name] = WorkflowDefinition(wf_name, fn, grace_ms, queue)
+            registry.workflows[wf_name] = definition
         fn.__weft_workflow__ = wf_name  # type: ignore[attr-defined]
         return fn
 
@@ -246,6 +309,7 @@ def activity(
         is_async = _check_activity_function(fn)
         act_name = name or _default_name(fn)
         _check_name(act_name, "activity")
+        result_rebuild = rebuilder(return_annotation(fn), f"activity {act_name!r} result")
         if atomic or using is not None:
             check_atomic_options(
                 act_name,
@@ -276,6 +340,7 @@ def activity(
             atomic=atomic,
             celery_queue=celery_queue,
             queue=queue,
+            result_rebuild=result_rebuild,
         )
         with registry.lock:
             registry.activities[act_name] = definition
@@ -296,51 +361,6 @@ def _check_jitter(value: object) -> float:
             f"activity jitter must be a fraction between 0 and 1 (0.1 = ±10 %), got {value!r}"
         )
     return float(value)
-
-
-def _innermost(fn: Any) -> Any:
-    """``fn`` without its ``functools.partial`` layers and ``functools.wraps`` wrappers."""
-    seen: set[int] = set()
-    while id(fn) not in seen:
-        seen.add(id(fn))
-        if isinstance(fn, functools.partial):
-            fn = fn.func
-        elif callable(getattr(fn, "__wrapped__", None)):
-            fn = fn.__wrapped__
-        else:
-            break
-    return fn
-
-
-def _check_activity_function(fn: object) -> bool:
-    """Whether ``fn`` is an ``async def`` function; ``TypeError`` unless it is a function.
-
-    A ``functools.partial`` or a ``functools.wraps`` decorator is judged by
-    the function inside it (a plain wrapper around an ``async def`` returns
-    its coroutine, so it is async too). A callable object counts by its
-    ``__call__``. Classes, generator functions and async generator functions
-    are refused: none of them returns the activity's result when called.
-    """
-    inner = _innermost(fn)
-    if not callable(fn) or inspect.isclass(fn) or inspect.isclass(inner):
-        raise TypeError(f"@activity needs a function or an async def function, got {fn!r:.200}")
-    candidates: list[Any] = [fn, inner]
-    if not inspect.isroutine(inner):
-        candidates.append(getattr(inner, "__call__", None))  # noqa: B004 - callable objects
-    if any(inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f) for f in candidates):
-        raise TypeError(
-            "@activity needs a function or an async def function, got the generator "
-            f"function {fn!r:.200} (a generator does not return the activity's result)"
-        )
-    return any(inspect.iscoroutinefunction(f) for f in candidates)
-
-
-def _default_name(fn: Any) -> str:
-    """``module.qualname`` of the function inside any partial or wrapper."""
-    inner = _innermost(fn)
-    module = getattr(inner, "__module__", None) or getattr(fn, "__module__", "")
-    qualname = getattr(inner, "__qualname__", None) or type(inner).__qualname__
-    return f"{module}.{qualname}"
 
 
 def _check_name(value: str, what: str) -> None:

@@ -28,11 +28,24 @@ CompensationStatus = Literal["ok", "failed"]
 
 
 class _Context(Protocol):
-    """What a saga needs from ``ctx``: its id, and building an activity command."""
+    """What a saga needs from ``ctx``: the workflow's id."""
 
-    workflow_id: str
+    @property
+    def workflow_id(self) -> str: ...
 
-    def run(self, target: Any, *args: Any, **kwargs: Any) -> RunActivity: ...
+
+class Compensating:
+    """What ``saga.compensate()`` returns: ``await`` it in an ``async def`` body,
+    ``yield from`` it in a generator body -- the same steps either way."""
+
+    def __init__(self, steps: Generator[RunActivity[Any], Any, list[dict[str, Any]]]) -> None:
+        self._steps = steps
+
+    def __iter__(self) -> Generator[RunActivity[Any], Any, list[dict[str, Any]]]:
+        return self._steps
+
+    def __await__(self) -> Generator[Any, Any, list[dict[str, Any]]]:
+        return self._steps
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,8 @@ class Compensation:
 @dataclass
 class Saga:
     """``saga = ctx.saga()``; ``saga.add(undo, *args)`` after each step;
-    ``yield from saga.compensate()`` on failure or cancellation."""
+    ``await saga.compensate()`` (``yield from`` in a generator body) on
+    failure or cancellation."""
 
     ctx: _Context
     compensations: list[Compensation] = field(default_factory=list)
@@ -63,7 +77,7 @@ class Saga:
             )
         self.compensations.append(Compensation(definition.name, tuple(args), dict(kwargs)))
 
-    def compensate(self) -> Generator[RunActivity, Any, list[dict[str, Any]]]:
+    def compensate(self) -> Compensating:
         """Run every compensation, last added first, one at a time.
 
         Returns each one's outcome (``{"compensation", "status", "error"}``,
@@ -71,11 +85,14 @@ class Saga:
         when any failed for good. The compensations run are removed, so a
         second ``compensate()`` does not run them again.
         """
+        return Compensating(self._steps())
+
+    def _steps(self) -> Generator[RunActivity[Any], Any, list[dict[str, Any]]]:
         outcomes: list[dict[str, Any]] = []
         while self.compensations:
             step = self.compensations.pop()
             try:
-                yield self.ctx.run(step.activity, *step.args, **step.kwargs)
+                yield RunActivity(step.activity, step.args, dict(step.kwargs))
             except WorkflowCancelled:
                 # A cancel with a grace interrupted this compensation (its
                 # attempt was discarded): run it again, within the grace.
@@ -94,4 +111,4 @@ def _outcome(step: Compensation, status: CompensationStatus, error: str | None) 
     return {"compensation": step.activity, "status": status, "error": error}
 
 
-__all__ = ["Compensation", "CompensationStatus", "Saga"]
+__all__ = ["Compensating", "Compensation", "CompensationStatus", "Saga"]
