@@ -13,6 +13,11 @@ the ratio is the median queued trial ÷ the median unqueued one. Also: the
 start→complete latency p50/p99 of each case, and the live slots left at the
 end (0: every slot was freed by its run's end).
 
+In the same run (``benchmarks.queue_admission``): the admission latency after
+a slot frees (NOTIFY; target p99 ≤ 100 ms) and the CPU per admission of a
+fair queue against a FIFO one (target ≤ 1.2×), under ``admission`` in the
+document's figures.
+
 ``python -m benchmarks.queues --quick|--full`` (or ``python -m benchmarks queues``);
 prints ONE JSON document and keeps it in ``benchmarks/out/queues.json``.
 """
@@ -28,12 +33,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from benchmarks import children, common
+from benchmarks import children, common, queue_admission
 from devtools.procs import ChildGroup, wait_for
 
 QUEUE = "bench-q"
 QUEUES = {
     QUEUE: {"concurrency": 10_000, "rate": "1000000/m", "per_key_concurrency": 10_000},
+    **queue_admission.QUEUES,
 }
 ENGINES = 2
 PRODUCER_THREADS = 2
@@ -107,12 +113,16 @@ def run(quick: bool = True, publish: bool = True) -> dict[str, Any]:
 
     assert "three-steps" in registry.workflows
     runs, trials = (200, 2) if quick else (1000, 3)
+    lat_runs, seeded = (100, 500) if quick else (500, 2000)
     machine = common.Machine()
     common.reset_tables()
     connections.close_all()
     env = {"WEFT_QUEUES": json.dumps(QUEUES)}
     tag = uuid.uuid4().hex[:6]
-    workers = [children.weft_worker(f"bench-q{tag}-{i}", env=env) for i in range(ENGINES)]
+    workers = [
+        children.weft_worker(f"bench-q{tag}-{i}", "--queues", QUEUE, env=env)
+        for i in range(ENGINES)
+    ]
     results: list[dict[str, Any]] = []
     try:
         wait_for(
@@ -131,6 +141,11 @@ def run(quick: bool = True, publish: bool = True) -> dict[str, Any]:
     finally:
         children.stop_all(workers)
         connections.close_all()
+    admission = {
+        "latency": queue_admission.latency(lat_runs, env),
+        "cpu": [queue_admission.cpu(seeded, limit) for limit in (1, 10)],
+    }
+    print(f"# {admission}", file=sys.stderr, flush=True)
     plain = statistics.median(r["per_s"] for r in results if not r["queued"])
     queued = statistics.median(r["per_s"] for r in results if r["queued"])
     ratio = round(queued / plain, 3) if plain else 0.0
@@ -141,6 +156,7 @@ def run(quick: bool = True, publish: bool = True) -> dict[str, Any]:
             "trials": results,
             "queued_per_s_median": queued,
             "live_slots_left": left,
+            "admission": admission,
         },
         baseline={"unqueued_per_s_median": plain},
         ratio={

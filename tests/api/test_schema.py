@@ -101,7 +101,16 @@ def test_bodies_and_errors_are_described(schema: dict[str, Any]) -> None:
         "queue",
         "priority",
         "concurrency_key",
+        "fairness_key",
+        "fairness_weight",
     }
+    enum = fields["on_conflict"]["allOf"][0]["$ref"].rsplit("/", 1)[1]
+    assert schema["components"]["schemas"][enum]["enum"] == [
+        "error",
+        "start-new",
+        "use-existing",
+        "terminate-existing",
+    ]
     assert {"200", "201", "400", "403", "409"} <= set(start["responses"])
     detail = schema["components"]["schemas"]["WorkflowDetail"]
     assert "hash" in detail["properties"]["pending_async_token"]["description"]

@@ -21,6 +21,7 @@ from weft_django.models import (
     GlobalLease,
     JournalEntry,
     OwnershipModeMarker,
+    QueueLock,
     Timer,
     WorkflowClaim,
     WorkflowRun,
@@ -87,6 +88,8 @@ def test_every_changelist_and_change_page_renders(
     for model in models:
         response = admin_client.get(_url(model, "changelist"))
         assert response.status_code == 200, model
+        if model is QueueLock:
+            continue  # the queue list (declared queues) has no change page
         objects = list(model.objects.all()[:20])
         assert objects, f"no {model.__name__} rows: the fixture should create some"
         for obj in objects:

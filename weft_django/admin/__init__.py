@@ -9,7 +9,7 @@ exactly as the API and the CLI do. Each action says what it did in one
 summary message and leaves a ``LogEntry`` per object (``reporting``); the
 changelists an action works from search by exact id (``search``). One
 module per resource: ``runs``, ``claims``, ``engines``, ``singletons``,
-``schedules``, ``signals``, ``async_activities``; ``timeline`` renders the
+``schedules``, ``signals``, ``async_activities``, ``queues``; ``timeline`` renders the
 journal and claim timelines.
 
 Claim and heartbeat timestamps are engine-clock milliseconds; "expires in",
@@ -25,6 +25,7 @@ from .async_activities import AsyncActivityAdmin
 from .base import ReadOnlyAdmin, ReadOnlyInline, WeftDatabaseMixin
 from .claims import ClaimStateFilter, HolderAdmin
 from .engines import EngineAliveFilter, EngineRecordAdmin
+from .queues import QueueAdmin
 from .reporting import ActionReport
 from .run_inlines import JournalEntryInline, TimerInline
 from .runs import WorkflowRunAdmin
@@ -47,6 +48,7 @@ __all__ = [
     "HolderAdmin",
     "JournalEntryInline",
     "OwnershipModeMarkerAdmin",
+    "QueueAdmin",
     "ReadOnlyAdmin",
     "ReadOnlyInline",
     "ScheduleAdmin",

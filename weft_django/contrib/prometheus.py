@@ -135,6 +135,7 @@ class WeftClusterCollector(Collector):
                 "backfilled, failed), over every schedule.",
                 labels=["outcome"],
             ),
+            **_queue_families(),
             **{
                 key: family(name, kind, help_text, label)
                 for key, (name, kind, help_text, label) in _business_families().items()
@@ -192,7 +193,39 @@ class WeftClusterCollector(Collector):
         for run_status in RUN_STATUS_LABELS:
             families["runs"].add_metric([run_status], status.runs_by_status.get(run_status, 0))
         families["lag"].add_metric([], status.due_timer_lag_s)
+        for name, figures in status.queues.items():
+            families["queue_waiting"].add_metric([name], figures.waiting)
+            families["queue_running"].add_metric([name], figures.running)
+            families["queue_admitted"].add_metric([name], figures.admitted)
+            families["queue_rate_limited"].add_metric([name], figures.rate_limited)
         families["up"].add_metric([], 1)
+
+
+def _queue_families() -> dict[str, Any]:
+    """Per-queue gauges; the ``queue`` label is a name ``WEFT["QUEUES"]``
+    declares (a closed set), never a run's own value."""
+    return {
+        "queue_waiting": GaugeMetricFamily(
+            "weft_queue_waiting_runs",
+            "Runs of the queue waiting for admission (pending).",
+            labels=["queue"],
+        ),
+        "queue_running": GaugeMetricFamily(
+            "weft_queue_slots_held",
+            "Slots of the queue held now (runs and activity attempts), across engines.",
+            labels=["queue"],
+        ),
+        "queue_admitted": GaugeMetricFamily(
+            "weft_queue_admissions_in_window",
+            "Admissions to the queue inside its rate window (a minute without a rate).",
+            labels=["queue"],
+        ),
+        "queue_rate_limited": GaugeMetricFamily(
+            "weft_queue_rate_limited_runs",
+            "Waiting runs of the queue a rate (the queue's or their key's) holds back now.",
+            labels=["queue"],
+        ),
+    }
 
 
 def _business_families() -> dict[str, tuple[str, str, str, str]]:

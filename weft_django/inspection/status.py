@@ -30,6 +30,7 @@ from weft_django.models import (
 from weft_django.models.querysets import alive_engines_q, alive_window_ms
 from weft_django.ownership.metrics import ClaimMetricsSnapshot
 
+from .queue_figures import QueueFigures, queue_figures
 from .queues import unserved_queues
 from .rules import engine_is_alive, takeover_grace_ms
 
@@ -175,6 +176,8 @@ class ClusterStatus:
     estimated: tuple[str, ...] = ()
     #: Queue → pending runs, of the queues no live engine serves (``inspection.queues``).
     unserved_queues: dict[str, int] = field(default_factory=dict)
+    #: Declared queue → its waiting / running / admitted / rate-limited figures.
+    queues: dict[str, QueueFigures] = field(default_factory=dict)
 
     @property
     def alive_engines(self) -> list[EngineStatus]:
@@ -214,6 +217,7 @@ class ClusterStatus:
             "metrics": self.totals.to_json(),
             "estimated_counts": list(self.estimated),
             "unserved_queues": dict(self.unserved_queues),
+            "queues": {name: figures.to_json() for name, figures in self.queues.items()},
         }
         if max_lag_s is not None:
             problems = self.problems(max_lag_s)
@@ -274,6 +278,9 @@ def cluster_status(
     # Folded totals of pruned records plus every record, read consistently.
     totals = read_cluster_counters(db, lambda engine_id, _hb, _stopped: engine_id in alive_ids)
 
+    queues = queue_figures(now, db)
+    estimated += tuple(e for figures in queues.values() for e in figures.estimated)
+
     n_due, oldest = due_timers(db, now)
     lag_s = max(0, now - oldest) / 1000 if oldest is not None else 0.0
 
@@ -300,6 +307,7 @@ def cluster_status(
         due_timer_lag_s=float(lag_s),
         totals=totals,
         unserved_queues=unserved_queues(now, db),
+        queues=queues,
     )
 
 

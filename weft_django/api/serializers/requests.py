@@ -12,6 +12,7 @@ from typing import Any
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 
+from weft_django.engine.operations.conflict import ON_CONFLICT
 from weft_django.engine.workflow.definitions import get_workflow
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import PayloadError, UnknownWorkflowType
@@ -69,9 +70,12 @@ class StartWorkflowSerializer(serializers.Serializer):
         help_text="Seconds from the start after which the run is timed_out.",
     )
     on_conflict = serializers.ChoiceField(
-        choices=["error", "start-new"],
+        choices=list(ON_CONFLICT),
         default="error",
-        help_text='"start-new": start a new run of a workflow id whose last run is terminal.',
+        help_text='A run of workflow_id exists. "error": refused. "start-new": a new run '
+        'once the last one is terminal. "use-existing": a live run is returned as it is '
+        '(HTTP 200), a terminal one gets a new run. "terminate-existing": a live run '
+        "is ended terminated (its children cancelled), then a new run starts.",
     )
     queue = StrictCharField(
         required=False,
@@ -92,6 +96,20 @@ class StartWorkflowSerializer(serializers.Serializer):
         min_length=1,
         max_length=200,
         help_text="The queue's per_key_concurrency applies per key (a tenant, an account).",
+    )
+    fairness_key = StrictCharField(
+        required=False,
+        allow_null=True,
+        min_length=1,
+        max_length=200,
+        help_text='A "fair" queue\'s round robin is across these keys (default: concurrency_key).',
+    )
+    fairness_weight = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=1000,
+        help_text="Admissions per round of the fairness key in a fair queue (default 1).",
     )
 
     def validate_name(self, value: str) -> str:

@@ -208,6 +208,14 @@ class WorkflowListView(WeftAPIView):
                 .values_list("pk", flat=True)
                 .first()
             )
+        elif data["on_conflict"] == "use-existing" and data.get("workflow_id") is not None:
+            existing = (  # a live run returned as it is: 200, not 201
+                WorkflowRun.objects.using(db())
+                .filter(workflow_id=data["workflow_id"])
+                .order_by("-created_at")
+                .values_list("pk", flat=True)
+                .first()
+            )
         try:
             handle = client.start(
                 data["name"],
@@ -221,6 +229,8 @@ class WorkflowListView(WeftAPIView):
                 queue=data.get("queue"),
                 priority=data.get("priority", 0),
                 concurrency_key=data.get("concurrency_key"),
+                fairness_key=data.get("fairness_key"),
+                fairness_weight=data.get("fairness_weight"),
             )
         except WeftError:
             raise

@@ -23,7 +23,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, F, Max, Min, Q, Window
+from django.db.models.functions import RowNumber
 
 from weft_django.engine.queues.flow import key_has_room
 from weft_django.kernel.queue_spec import QueueSpec
@@ -39,14 +40,19 @@ class _Key:
     groups: list[list[Any]] = field(default_factory=list)
 
 
-def _history(spec: QueueSpec, db: str, keys: set[Any]) -> dict[Any, list[int]]:
-    """fairness key → its recorded admission instants, latest first."""
+def _history(spec: QueueSpec, db: str, weights: dict[Any, int]) -> dict[Any, list[int]]:
+    """fairness key → its most recent admission instants (at most its weight
+    of them: a turn reads no further back), latest first."""
+    keys = set(weights)
     match = Q(fairness_key__in=[k for k in keys if k is not None])
     if None in keys:
         match |= Q(fairness_key__isnull=True)
+    rank = Window(RowNumber(), partition_by=[F("fairness_key")], order_by=F("admitted_at").desc())
     rows = (
         QueueSlot.objects.using(db)
         .filter(match, queue=spec.name, position__isnull=True, counts_for_rate=True)
+        .annotate(rank=rank)
+        .filter(rank__lte=max(weights.values()))
         .order_by("-admitted_at")
         .values_list("fairness_key", "admitted_at")
     )
@@ -85,7 +91,7 @@ def fair_ids(
         key.groups.append([row["concurrency_key"], row["n"], row["oldest"]])
     if not levels:
         return []
-    history = _history(spec, db, set(weights))
+    history = _history(spec, db, weights)
     turns = {k: _turn(history[k], w) for k, w in weights.items()}
     used = dict(per_key)
     rated = dict(key_recent or {})
@@ -125,17 +131,42 @@ def fair_ids(
     wanted: dict[tuple[int, Any, Any], int] = defaultdict(int)
     for pick in picks:
         wanted[pick] += 1
-    ids: dict[tuple[int, Any, Any], list[str]] = {}
-    for (priority, fkey, ckey), count in wanted.items():
-        of_group = candidates.filter(priority=priority, fairness_key=fkey, concurrency_key=ckey)
-        ids[(priority, fkey, ckey)] = list(
-            of_group.order_by("created_at").values_list("workflow_id", flat=True)[:count]
-        )
+    if not wanted:
+        return []
+    ids = _oldest_of_groups(candidates, wanted)
     out = []
     for pick in picks:
         if ids[pick]:
             out.append(ids[pick].pop(0))
     return out
+
+
+def _oldest_of_groups(
+    candidates: Any, wanted: dict[tuple[int, Any, Any], int]
+) -> dict[tuple[int, Any, Any], list[str]]:
+    """``(priority, fairness key, concurrency key)`` → the ids of its oldest
+    ``wanted`` waiting runs, oldest first: ONE statement for every group."""
+    match = Q()
+    for priority, fkey, ckey in wanted:
+        match |= Q(priority=priority, fairness_key=fkey, concurrency_key=ckey)
+    rank = Window(
+        RowNumber(),
+        partition_by=[F("priority"), F("fairness_key"), F("concurrency_key")],
+        order_by=[F("created_at").asc(), F("workflow_id").asc()],
+    )
+    rows = (
+        candidates.filter(match)
+        .order_by()
+        .annotate(rank=rank)
+        .filter(rank__lte=max(wanted.values()))
+        .values_list("priority", "fairness_key", "concurrency_key", "workflow_id", "rank")
+    )
+    ids: dict[tuple[int, Any, Any], list[str]] = {group: [] for group in wanted}
+    for priority, fkey, ckey, workflow_id, n in sorted(rows, key=lambda row: row[4]):
+        group = (priority, fkey, ckey)
+        if n <= wanted[group]:
+            ids[group].append(workflow_id)
+    return ids
 
 
 __all__ = ["fair_ids"]

@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from weft_django.conf import get_settings
 from weft_django.inspection import ClusterStatus, cluster_status, format_age, format_ms
 from weft_django.management import checked_args as checked
+from weft_django.management.queue_status import print_queues
 from weft_django.management.schedule_status import print_schedules
 
 
@@ -80,6 +81,7 @@ class Command(BaseCommand):
         alive = status.alive_engines
         for queue, waiting in sorted(status.unserved_queues.items()):
             out(f"queue {queue}: {waiting} waiting run(s), served by no live engine")
+        print_queues(out, status)
         out(f"engines: {len(alive)} alive of {status.engines_total} recorded")
         if status.engines:
             rows = [("ENGINE", "NODE", "ALIVE", "HEARTBEAT AGE", "CLAIMS", "STOPPED")]
