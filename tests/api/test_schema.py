@@ -28,6 +28,8 @@ EXPECTED = {
     (W + "resume/", "post"),
     (W + "retry/", "post"),
     (W + "purge/", "post"),
+    (W + "fork/", "post"),
+    (W + "reset/", "post"),
     (W + "query/", "post"),
     (W + "update/", "post"),
     (W + "ownership/", "get"),

@@ -45,7 +45,9 @@ logger = logging.getLogger("weft_django.api")
         operation_id="weft_workflows_signal",
         tags=WORKFLOW_TAG,
         summary="Send a signal",
-        description="Buffered durably until the run consumes it (202). A terminal run → 409.",
+        description="Buffered durably until the run consumes it (202). A terminal run → 409. "
+        "With idempotency_key, recorded once per key per workflow id (a retry answers 202 "
+        "with the recorded signal).",
         request=SignalSerializer,
         responses=action_responses(SignalAcceptedSerializer, status=202),
     )
@@ -56,7 +58,12 @@ class WorkflowSignalView(WorkflowActionView):
     body = SignalSerializer
 
     def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
-        message = client.signal(workflow_id, data["name"], data.get("payload"))
+        message = client.signal(
+            workflow_id,
+            data["name"],
+            data.get("payload"),
+            idempotency_key=data.get("idempotency_key"),
+        )
         body = {
             "workflow_id": workflow_id,
             "run_id": message.run_id,
