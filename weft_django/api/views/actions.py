@@ -31,6 +31,7 @@ from weft_django.api.serializers import (
     SignalSerializer,
     WorkflowDetailSerializer,
 )
+from weft_django.client.audit import log_repair
 from weft_django.engine import operations
 from weft_django.errors import UnknownQuery, WeftError
 from weft_django.models import WorkflowRun
@@ -179,13 +180,15 @@ class WorkflowForkView(WorkflowActionView):
     body = ForkSerializer
 
     def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        who = actor(request)
         handle = client.fork(
             workflow_id,
             at_position=data["at_position"],
             workflow_id_for_fork=data.get("workflow_id_for_fork"),
             input=data.get("input"),
-            actor=actor(request),
+            actor=who,
         )
+        log_repair("fork", handle.run_id, data["at_position"], actor=who, user=request.user)
         return detail_response(WorkflowRun.objects.get(pk=handle.run_id), status=201)
 
 
@@ -208,12 +211,14 @@ class WorkflowResetView(WorkflowActionView):
     body = ResetSerializer
 
     def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        who = actor(request)
         handle = client.reset(
             workflow_id,
             at_position=data["at_position"],
             reason=data.get("reason") or "",
-            actor=actor(request),
+            actor=who,
         )
+        log_repair("reset", handle.run_id, data["at_position"], actor=who, user=request.user)
         return detail_response(WorkflowRun.objects.get(pk=handle.run_id))
 
 
