@@ -30,6 +30,8 @@ EXPECTED = {
     (W + "fork/", "post"),
     (W + "reset/", "post"),
     (W + "purge/", "post"),
+    (W + "fork/", "post"),
+    (W + "reset/", "post"),
     (W + "query/", "post"),
     (W + "update/", "post"),
     (W + "ownership/", "get"),

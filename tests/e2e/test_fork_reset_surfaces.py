@@ -95,3 +95,45 @@ def test_admin_reset_from_a_journal_entry_is_audited(weft_env, staff):
     messages = set(LogEntry.objects.values_list("object_id", "change_message"))
     assert any(oid == h.run_id and "Reset at position 1 by admin:ops" in m for oid, m in messages)
     assert any(oid == str(new.pk) for oid, _ in messages)
+
+
+def _history(run_id: Any) -> list[str]:
+    return list(
+        LogEntry.objects.filter(object_id=str(run_id))
+        .order_by("id")
+        .values_list("change_message", flat=True)
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_api_and_cli_write_the_admins_audit_record(weft_env, staff):
+    """The History line the admin writes on both runs, from the API (its user) and
+    the CLI (``--user``); the actor is the one a reset's rotation records."""
+    api = APIClient()
+    api.force_login(staff)
+    source = client.start("fr-wait", None, workflow_id="fr-aud")
+    weft_env.run_until_idle()
+    answer = api.post(
+        "/api/weft/workflows/fr-aud/fork/",
+        {"at_position": 1, "workflow_id_for_fork": "fr-aud-api"},
+        format="json",
+    )
+    assert answer.status_code == 201, answer.json()
+    forked = answer.json()["run_id"]
+    assert _history(source.run_id) == [f"Forked at position 1 by api:ops: new run {forked}."]
+    assert _history(forked) == [f"Forked from run {source.run_id} at position 1 by api:ops."]
+    assert LogEntry.objects.filter(object_id=forked).get().user_id == staff.pk
+
+    ran = weft("reset", "fr-aud", "--at", "1", "--reason", "fix", "--user", "ops", "--json")
+    assert ran.exit_code == 0, ran
+    new = latest("fr-aud")
+    assert _history(source.run_id)[-1] == f"Reset at position 1 by cli:ops: new run {new.pk}."
+    assert _history(new.pk) == [f"Reset from run {source.run_id} at position 1 by cli:ops."]
+    rotate = ClaimEvent.objects.filter(workflow_id="fr-aud", kind="rotate").get()
+    assert rotate.engine_id == "cli:ops"
+
+    # An unknown operator is refused before anything is written.
+    before = (row_counts(), LogEntry.objects.count())
+    ran = weft("fork", "fr-aud", "--at", "1", "--user", "nobody")
+    assert ran.exit_code == 2 and "'nobody'" in ran.message
+    assert (row_counts(), LogEntry.objects.count()) == before

@@ -2,8 +2,9 @@
 
 Writes only through ``client.fork`` / ``client.reset`` (every check before
 anything is written; a refusal is an error message, nothing written), under
-the change permission, and audited: the source run and the new run each get
-an admin ``LogEntry`` naming the action, the position and the operator, and a
+the change permission, and audited (``client.audit.log_repair``, the record
+the API and the CLI write too): the source run and the new run each get an
+admin ``LogEntry`` naming the action, the position and the operator, and a
 reset's claim rotation records ``admin:<user>`` as its actor. Only the latest
 run of a workflow id can be repaired (the client acts on the latest run).
 """
@@ -13,13 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.models import CHANGE, LogEntry
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from weft_django import client
+from weft_django.client.audit import log_repair
 from weft_django.errors import WeftError
 from weft_django.models import WorkflowRun
 
@@ -76,17 +77,11 @@ def repair_view(
         return HttpResponseRedirect(page)
     new = WorkflowRun.objects.using(db()).get(pk=handle.run_id)
     verb = "Forked" if action == "fork" else "Reset"
-    _log(request, run, f"{verb} at position {position} by {who}: new run {new.pk}.")
-    _log(request, new, f"{verb} from run {run.pk} at position {position} by {who}.")
+    log_repair(
+        "fork" if action == "fork" else "reset", str(new.pk), position, actor=who, user=request.user
+    )
     messages.success(request, f"{verb} {run.workflow_id} at position {position}: run {new.pk}.")
     return HttpResponseRedirect(reverse("admin:weft_workflowrun_change", args=[new.pk]))
-
-
-def _log(request: HttpRequest, run: WorkflowRun, message: str) -> None:
-    if request.user.is_authenticated:
-        LogEntry.objects.log_actions(
-            user_id=request.user.pk, queryset=[run], action_flag=CHANGE, change_message=message
-        )
 
 
 __all__ = ["repair_urls", "repair_view"]

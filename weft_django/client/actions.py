@@ -115,11 +115,38 @@ def query(workflow_id: str, name: str, *args: Any) -> Any:
 aquery = asyncify(query)
 
 
-def purge(workflow_id: str | None = None, *, older_than: timedelta | None = None) -> int:
-    if (workflow_id is None) == (older_than is None):
-        raise InvalidArgumentError("older_than", "give a workflow_id or older_than")
+def purge(
+    workflow_id: str | None = None,
+    *,
+    ids: list[str] | None = None,
+    older_than: timedelta | None = None,
+    children: bool = False,
+) -> int:
+    """Delete finished runs; how many. One of: ``workflow_id`` (its runs), ``ids``
+    (a list of workflow ids: all of their runs, in one batch) or ``older_than``
+    (retention: terminal runs finished longer ago). ``children=True`` (with
+    ``workflow_id`` or ``ids``) also purges descendants: runs whose parent is a
+    purged run, recursively. A live run among them refuses the whole purge
+    (``InvalidTransitionError`` naming it and its status); nothing is deleted."""
+    given = [
+        name for name, value in (("workflow_id", workflow_id), ("ids", ids)) if value is not None
+    ]
+    if older_than is not None:
+        given.append("older_than")
+    if len(given) != 1:
+        raise InvalidArgumentError(
+            "older_than", f"give one of workflow_id, ids or older_than, got {given or 'none'}"
+        )
+    if not isinstance(children, bool):
+        raise InvalidArgumentError("children", f"children must be True or False, got {children!r}")
+    if ids is not None:
+        return operations.purge_ids(_purge_ids(ids), children=children)
     if workflow_id is not None:
+        if children:
+            return operations.purge_ids([check_lookup_id(workflow_id)], children=True)
         return operations.purge(check_lookup_id(workflow_id))
+    if children:
+        raise InvalidArgumentError("children", "children=True purges with workflow_id or ids")
     if not isinstance(older_than, timedelta) or not timedelta(0) <= older_than <= datetime.now(
         UTC
     ) - datetime(1, 1, 2, tzinfo=UTC):
@@ -129,6 +156,16 @@ def purge(workflow_id: str | None = None, *, older_than: timedelta | None = None
             f"year 1, got {older_than!r:.100}",
         )
     return operations.purge_older_than(older_than)
+
+
+def _purge_ids(ids: object) -> list[str]:
+    """``ids`` as a non-empty list of workflow ids (a lone string is refused: it
+    would purge one id per character)."""
+    if isinstance(ids, str) or not isinstance(ids, list | tuple) or not ids:
+        raise InvalidArgumentError(
+            "ids", f"ids must be a non-empty list of workflow ids, got {ids!r:.200}"
+        )
+    return [check_lookup_id(value) for value in ids]
 
 
 apurge = asyncify(purge)

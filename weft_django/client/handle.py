@@ -230,9 +230,9 @@ class WorkflowHandle(Generic[R]):
                 failed = exc
 
     # -- actions on the workflow (its newest run) ----------------------------
-    def signal(self, name: str, payload: Any = None) -> Any:
-        """``client.signal(workflow_id, name, payload)``."""
-        return actions.signal(self.workflow_id, name, payload)
+    def signal(self, name: str, payload: Any = None, *, idempotency_key: str | None = None) -> Any:
+        """``client.signal(workflow_id, name, payload, idempotency_key=...)``."""
+        return actions.signal(self.workflow_id, name, payload, idempotency_key=idempotency_key)
 
     asignal = asyncify(signal)
 

@@ -27,8 +27,12 @@ def fork(
     """Start a new run whose journal is the latest run of ``workflow_id``'s
     entries before ``at_position`` (reused, not run again); it continues with
     today's code. ``workflow_id_for_fork`` defaults to ``<id>-fork-<hex>``;
-    ``input`` (``None``: the source's). The source is untouched."""
-    del actor  # a fork rotates no claim; the API and admin audit the caller
+    ``input`` (``None``: the source's). The source is untouched.
+
+    ``actor``: who asked. A fork rotates no claim, so nothing here records it:
+    the surfaces that act for a person record it with their user
+    (``client.audit.log_repair``: the admin, the API, ``weft fork --user``)."""
+    del actor
     run = forking.fork(
         workflow_id,
         at_position=at_position,

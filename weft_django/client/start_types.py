@@ -12,8 +12,9 @@ form shares (their checks are ``client.start``'s).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypedDict
+from typing import Any, TypedDict
 
+from weft_django.engine.operations.conflict import OnConflict
 from weft_django.engine.workflow.definitions import WorkflowDefinition, registry
 from weft_django.engine.workflow.payload_types import Rebuild
 
@@ -26,10 +27,12 @@ class StartOptions(TypedDict, total=False):
     start_after: timedelta | float | None
     start_at: datetime | None
     execution_timeout: timedelta | float | None
-    on_conflict: Literal["error", "start-new"]
+    on_conflict: OnConflict
     queue: str | None
     priority: int
     concurrency_key: str | None
+    fairness_key: str | None
+    fairness_weight: int | None
 
 
 def start_target(target: Any) -> tuple[Any, Rebuild | None]:

@@ -213,9 +213,20 @@ class SignalMessage(models.Model):
     payload = models.JSONField(null=True, blank=True)
     consumed_at_position = models.IntegerField(null=True, blank=True)
     received_at = models.DateTimeField(auto_now_add=True)
+    # ``client.signal(..., idempotency_key=)``: one signal per key per workflow id
+    # (the constraint below), however often a caller retries.
+    workflow_id = models.CharField(max_length=200, null=True, blank=True)
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_id", "idempotency_key"],
+                condition=models.Q(idempotency_key__isnull=False),
+                name="weft_signal_idempotency",
+            )
+        ]
         indexes = [
             models.Index(fields=["run", "name"], name="weft_signal_run_name_idx"),
             # A turn reads only the run's unconsumed signals: without this the

@@ -10,17 +10,19 @@ Tests need the database (``@pytest.mark.django_db(transaction=True)``).
 
 Why a package: pytest is imported only by ``pytest_plugin`` (the fixture),
 so a unittest project can import ``WeftTestMixin`` without pytest installed;
-``clock`` and ``environment`` hold the kit, this module only names it.
+``clock``, ``environment`` and ``history`` (``replay_history``: an exported
+run replayed in this thread, no database) hold the kit, this module only names it.
 """
 
 from __future__ import annotations
 
 from weft_django.testing.clock import FakeClock
 from weft_django.testing.environment import WeftTestMixin, WorkflowTestEnvironment
+from weft_django.testing.history import replay_history
 
 #: pytest loads the fixture module when a project names this package in its
 #: own ``pytest_plugins``; nothing here imports pytest.
 pytest_plugins = ["weft_django.testing.pytest_plugin"]
 
 
-__all__ = ["FakeClock", "WeftTestMixin", "WorkflowTestEnvironment"]
+__all__ = ["FakeClock", "WeftTestMixin", "WorkflowTestEnvironment", "replay_history"]

@@ -132,6 +132,14 @@ class SignalSerializer(serializers.Serializer):
 
     name = StrictCharField(min_length=1, max_length=200)
     payload = JSONPayloadField(what="signal payload", required=False, allow_null=True, default=None)
+    idempotency_key = StrictCharField(
+        required=False,
+        allow_null=True,
+        min_length=1,
+        max_length=255,
+        help_text="Recorded once per key per workflow id: a retried request returns the "
+        "signal already recorded (same signal_id); the key with another name or payload → 400.",
+    )
 
 
 class ReasonSerializer(serializers.Serializer):

@@ -31,6 +31,7 @@ from weft_django.api.serializers import (
     SignalSerializer,
     WorkflowDetailSerializer,
 )
+from weft_django.client.audit import log_repair
 from weft_django.engine import operations
 from weft_django.errors import UnknownQuery, WeftError
 from weft_django.models import WorkflowRun
@@ -45,7 +46,9 @@ logger = logging.getLogger("weft_django.api")
         operation_id="weft_workflows_signal",
         tags=WORKFLOW_TAG,
         summary="Send a signal",
-        description="Buffered durably until the run consumes it (202). A terminal run → 409.",
+        description="Buffered durably until the run consumes it (202). A terminal run → 409. "
+        "With idempotency_key, recorded once per key per workflow id (a retry answers 202 "
+        "with the recorded signal).",
         request=SignalSerializer,
         responses=action_responses(SignalAcceptedSerializer, status=202),
     )
@@ -56,7 +59,12 @@ class WorkflowSignalView(WorkflowActionView):
     body = SignalSerializer
 
     def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
-        message = client.signal(workflow_id, data["name"], data.get("payload"))
+        message = client.signal(
+            workflow_id,
+            data["name"],
+            data.get("payload"),
+            idempotency_key=data.get("idempotency_key"),
+        )
         body = {
             "workflow_id": workflow_id,
             "run_id": message.run_id,
@@ -172,13 +180,15 @@ class WorkflowForkView(WorkflowActionView):
     body = ForkSerializer
 
     def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        who = actor(request)
         handle = client.fork(
             workflow_id,
             at_position=data["at_position"],
             workflow_id_for_fork=data.get("workflow_id_for_fork"),
             input=data.get("input"),
-            actor=actor(request),
+            actor=who,
         )
+        log_repair("fork", handle.run_id, data["at_position"], actor=who, user=request.user)
         return detail_response(WorkflowRun.objects.get(pk=handle.run_id), status=201)
 
 
@@ -201,12 +211,14 @@ class WorkflowResetView(WorkflowActionView):
     body = ResetSerializer
 
     def act(self, request: Request, workflow_id: str, data: dict[str, Any]) -> Response:
+        who = actor(request)
         handle = client.reset(
             workflow_id,
             at_position=data["at_position"],
             reason=data.get("reason") or "",
-            actor=actor(request),
+            actor=who,
         )
+        log_repair("reset", handle.run_id, data["at_position"], actor=who, user=request.user)
         return detail_response(WorkflowRun.objects.get(pk=handle.run_id))
 
 

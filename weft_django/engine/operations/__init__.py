@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from weft_django.engine.operations._loop import MAX_ATTEMPTS, latest_run
 from weft_django.engine.operations.cancel import cancel, end_cancel_grace
+from weft_django.engine.operations.purge import purge_ids
 from weft_django.engine.operations.stop import (
     force_release,
     purge,
@@ -31,6 +32,7 @@ __all__ = [
     "force_release",
     "latest_run",
     "purge",
+    "purge_ids",
     "purge_older_than",
     "resume",
     "retry",

@@ -21,7 +21,11 @@ from weft_django.engine.journal import hash_token
 from weft_django.engine.operations._loop import Prepared, commit_with_retries, latest_run
 from weft_django.engine.wakes import announce_event
 from weft_django.engine.workflow.payload import normalize
-from weft_django.errors import AsyncActivityTokenError, InvalidTransitionError
+from weft_django.errors import (
+    AsyncActivityTokenError,
+    InvalidArgumentError,
+    InvalidTransitionError,
+)
 from weft_django.kernel.ids import check_name, is_storable_text
 from weft_django.models import (
     LIVE_STATUSES,
@@ -32,7 +36,14 @@ from weft_django.models import (
     WorkflowRun,
 )
 from weft_django.ownership.batch import conditional_batch
-from weft_django.ownership.ops import Insert, RowCondition, RunCondition, Update, Write
+from weft_django.ownership.ops import (
+    Insert,
+    RowCondition,
+    RunCondition,
+    UniqueAbsence,
+    Update,
+    Write,
+)
 
 #: The statuses each reactivation applies to: one rule for ``resume`` /
 #: ``retry`` and their bulk forms (``operations.bulk``).
@@ -124,32 +135,83 @@ def retry(workflow_id: str) -> WorkflowRun:
     return _reactivate(workflow_id, "retry")
 
 
-def signal(workflow_id: str, name: str, payload: Any) -> SignalMessage:
+def signal(
+    workflow_id: str, name: str, payload: Any, *, idempotency_key: str | None = None
+) -> SignalMessage:
+    """Deliver a signal to the latest run of ``workflow_id``.
+
+    With ``idempotency_key``: recorded once per key per workflow id. A repeat
+    (a retried request) writes nothing and returns the recorded signal; a
+    concurrent twin loses on the unique constraint and returns it too. The
+    same key with another name or payload is refused, nothing written.
+    """
     db = get_settings().database
     check_name("signal", name)
+    key = _signal_key(idempotency_key)
     # JSON only (SPEC §1): refused here, before anything is written.
     payload = normalize(f"payload of signal {name!r}", payload)
 
     def attempt() -> Prepared[SignalMessage]:
+        recorded = _recorded_signal(db, workflow_id, key, name, payload)
+        if recorded is not None:
+            return Prepared([], [], lambda: recorded)
         run = latest_run(workflow_id, db)
         if run.status in TERMINAL_STATUSES:
             raise InvalidTransitionError(workflow_id, run.status, "signal")
-        message = SignalMessage(run_id=run.pk, name=name, payload=payload)
+        message = SignalMessage(
+            run_id=run.pk,
+            name=name,
+            payload=payload,
+            workflow_id=workflow_id if key is not None else None,
+            idempotency_key=key,
+        )
 
         def committed() -> SignalMessage:
             announce_event("signal", run.pk, db, workflow_id=workflow_id)
             return message
 
+        once = UniqueAbsence(f"signal:{key}") if key is not None else None
         return Prepared(
             [RunCondition(run.pk, statuses=frozenset(LIVE_STATUSES))],
             [
-                Insert(message),
+                Insert(message, once),
                 Update(WorkflowRun, {"pk": run.pk}, {"wake_seq": F("wake_seq") + 1}),
             ],
             committed,
         )
 
     return commit_with_retries(workflow_id, "signal", db, attempt)
+
+
+def _signal_key(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > 255 or not is_storable_text(value):
+        raise InvalidArgumentError(
+            "idempotency_key",
+            "idempotency_key must be a non-empty string of at most 255 characters "
+            f"(no NUL, no lone surrogate), got {value!r:.300}",
+        )
+    return value
+
+
+def _recorded_signal(
+    db: str, workflow_id: str, key: str | None, name: str, payload: Any
+) -> SignalMessage | None:
+    """The signal already recorded under ``key`` for ``workflow_id`` (``None``: none)."""
+    if key is None:
+        return None
+    found = (
+        SignalMessage.objects.using(db).filter(workflow_id=workflow_id, idempotency_key=key).first()
+    )
+    if found is not None and (found.name, found.payload) != (name, payload):
+        raise InvalidArgumentError(
+            "idempotency_key",
+            f"idempotency_key {key!r} already recorded signal {found.name!r} with payload "
+            f"{found.payload!r:.200} on workflow {workflow_id!r}; it cannot be reused for "
+            f"signal {name!r} with payload {payload!r:.200}",
+        )
+    return found
 
 
 def settle_async(

@@ -35,17 +35,10 @@ from typing import Any, Literal
 from django.db.models import Count
 
 from weft_django.conf import get_settings
-from weft_django.engine.replay.machine import (
-    INFO_KINDS,
-    ContinuedAsNew,
-    Diverged,
-    Event,
-    EventKind,
-    Failed,
-    Replay,
-)
+from weft_django.engine.replay.history import history_events, load_history
+from weft_django.engine.replay.machine import Event, EventKind
+from weft_django.engine.replay.offline import divergence, replay_journal
 from weft_django.engine.workflow.definitions import get_workflow, has_workflow
-from weft_django.kernel.clock import now_ms
 from weft_django.models import LIVE_STATUSES, JournalEntry, WorkflowRun
 
 FindingKind = Literal["non-determinism", "unknown-workflow", "replay-error"]
@@ -221,17 +214,10 @@ def replay_one(
     if not has_workflow(name):
         return _unknown(name, 1, run_id=run_id, workflow_id=workflow_id, status=status)
     where: dict[str, Any] = {"run_id": run_id, "workflow_id": workflow_id, "status": status}
-    replay = Replay(
-        get_workflow(name),
-        workflow_id=workflow_id,
-        run_id=run_id,
-        input=input,
-        events=list(events),
-        clock_ms=now_ms,
-        record=False,
-    )
     try:
-        outcome = replay.advance()
+        replayed = replay_journal(
+            get_workflow(name), workflow_id=workflow_id, run_id=run_id, input=input, events=events
+        )
     except Exception as exc:  # a signal or update handler raised on replay
         return Finding(
             "replay-error",
@@ -239,37 +225,47 @@ def replay_one(
             f"replay of {workflow_id!r} raised {type(exc).__name__}: {exc}",
             **where,
         )
-    if isinstance(outcome, Diverged):
-        error = outcome.error
-        return Finding(
-            "non-determinism",
+    error = divergence(*replayed)
+    if error is None:
+        return None
+    return Finding(
+        "non-determinism",
+        name,
+        str(error),
+        position=error.position,
+        recorded=error.recorded,
+        new=error.new,
+        **where,
+    )
+
+
+def check_histories(sources: Iterable[Any]) -> ReplayReport:
+    """Replay exported histories (paths or dicts) against this code: the gate
+    for a run taken out of production (``docs/howto/histories.md``).
+
+    Every source is loaded and verified first (``HistoryFormatError`` naming
+    the first bad one, nothing replayed); then each is one checked run, its
+    finding carrying the history's run and workflow ids. A history of a
+    workflow name this code does not register is an ``unknown-workflow``
+    finding.
+    """
+    documents = [load_history(source) for source in sources]
+    report = ReplayReport()
+    for document in documents:
+        run = document["run"]
+        name = document["workflow"]["name"]
+        report.checked += 1
+        finding = replay_one(
+            str(run["run_id"]),
+            str(run["workflow_id"]),
             name,
-            str(error),
-            position=error.position,
-            recorded=error.recorded,
-            new=error.new,
-            **where,
+            str(run["status"]),
+            run["input"],
+            history_events(document),
         )
-    if isinstance(outcome, Failed | ContinuedAsNew):
-        unapplied = [e for e in replay.events[replay.pos :] if e.kind not in INFO_KINDS]
-        if unapplied:
-            first = unapplied[0]
-            recorded = f"{first.kind} {first.target}".strip()
-            if isinstance(outcome, Failed):
-                new = f"an error ({outcome.error.get('type')}: {outcome.error.get('message')})"
-            else:
-                new = "continue_as_new"
-            return Finding(
-                "non-determinism",
-                name,
-                f'Workflow "{workflow_id}" is not deterministic: at journal position '
-                f"{first.position} it recorded {recorded} but replay now ends with {new}.",
-                position=first.position,
-                recorded=recorded,
-                new=new,
-                **where,
-            )
-    return None
+        if finding is not None:
+            report.failures.append(finding)
+    return report
 
 
 def _report_unknown(runs: Any, report: ReplayReport) -> list[str]:
@@ -297,6 +293,7 @@ __all__ = [
     "Finding",
     "FindingKind",
     "ReplayReport",
+    "check_histories",
     "check_live_runs",
     "live_runs",
     "replay_one",

@@ -4,7 +4,8 @@ Why through ``client.signal``: it is the one write that delivers a signal
 (a fenced batch that wakes the owner); a signal sent before the workflow
 waits for it is kept. The payload is parsed first, so an invalid
 ``--payload`` writes nothing; a finished run refuses (``invalid_transition``,
-exit 4).
+exit 4). ``--idempotency-key KEY`` records the signal once per key per
+workflow id: a retried command returns the recorded signal, sends nothing.
 """
 
 from __future__ import annotations
@@ -25,13 +26,20 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument(
         "--payload", metavar="JSON", help="the signal's payload as JSON (default: null)"
     )
+    parser.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="record the signal once per KEY for this workflow (a retried command sends nothing)",
+    )
 
 
 def run(options: dict[str, Any], console: Console) -> None:
     payload = json_option("--payload", options["payload"])
     workflow_id: str = options["workflow_id"]
     name: str = options["signal"]
-    message = client.signal(workflow_id, name, payload)
+    message = client.signal(
+        workflow_id, name, payload, idempotency_key=options.get("idempotency_key")
+    )
     run_id = str(message.run_id)
     console.emit(
         {"workflow_id": workflow_id, "run_id": run_id, "signal": name, "sent": True},

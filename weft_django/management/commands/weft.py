@@ -1,5 +1,5 @@
 """``manage.py weft SUBCOMMAND``: start, signal, list, show, cancel, retry, resume, fork,
-reset, result.
+reset, result, history.
 
 Operate workflows from a shell or a script, through the same client the
 application uses. Each subcommand takes `--json` and then
@@ -31,6 +31,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from weft_django.management.cli.actions import CANCEL, RESUME, RETRY
 from weft_django.management.cli.console import EXIT_USAGE, CliError, Console, as_cli_error
+from weft_django.management.cli.history import HISTORY
 from weft_django.management.cli.listing import LIST
 from weft_django.management.cli.repair import FORK, RESET
 from weft_django.management.cli.result import RESULT
@@ -39,12 +40,13 @@ from weft_django.management.cli.signal import SIGNAL
 from weft_django.management.cli.start import START
 
 #: The subcommands, in the order ``--help`` lists them.
-SUBCOMMANDS = (START, SIGNAL, LIST, SHOW, CANCEL, RETRY, RESUME, FORK, RESET, RESULT)
+SUBCOMMANDS = (START, SIGNAL, LIST, SHOW, CANCEL, RETRY, RESUME, FORK, RESET, RESULT, HISTORY)
 
 
 class Command(BaseCommand):
     help = (
-        "Start, signal, list, show, cancel, retry, resume, fork, reset workflows and read results."
+        "Start, signal, list, show, cancel, retry, resume, fork, reset workflows, read results "
+        "and export histories."
     )
 
     _json_argv = False

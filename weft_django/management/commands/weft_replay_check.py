@@ -11,6 +11,12 @@ written; runs are read in chunks, so memory does not grow with the store.
 `--json` prints one object: `{"checked": N, "skipped": M, "failures": [...]}`
 (`skipped`: live runs a `--limit` left out; each failure has a `kind` —
 `non-determinism`, `unknown-workflow` or `replay-error` — and its `message`).
+
+`--history run.json [run2.json ...]` checks exported histories
+(`manage.py weft history export`) instead of the database: the same replay,
+the same findings and exit status, no database read. A file of another
+format version, truncated or edited (its checksum) is refused with exit 2
+before any replay.
 """
 
 from __future__ import annotations
@@ -20,7 +26,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from weft_django.engine.replay.check import Finding, ReplayReport, check_live_runs, live_runs
+from weft_django.engine.replay.check import (
+    Finding,
+    ReplayReport,
+    check_histories,
+    check_live_runs,
+    live_runs,
+)
+from weft_django.engine.replay.history import HistoryFormatError
 from weft_django.engine.workflow.definitions import has_workflow
 from weft_django.management import checked_args as checked
 
@@ -46,8 +59,25 @@ class Command(BaseCommand):
             "--limit", help="check at most this many runs (a uniform sample; default: all)"
         )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+        parser.add_argument(
+            "--history",
+            nargs="+",
+            metavar="FILE",
+            help="check these exported histories instead of the database's live runs",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["history"]:
+            if options["workflow"] is not None or options["limit"] is not None:
+                raise CommandError(
+                    "--history checks whole files: --workflow and --limit do not apply"
+                )
+            try:
+                report = check_histories(options["history"])
+            except HistoryFormatError as exc:
+                raise CommandError(str(exc), returncode=2) from exc
+            self._report(report, options, what="history(ies)")
+            return
         workflow: str | None = options["workflow"]
         if workflow is not None:
             checked.text("--workflow", workflow)
@@ -57,12 +87,15 @@ class Command(BaseCommand):
                 f"unknown workflow {workflow!r}: no @workflow registers it and no live run has it"
             )
         report = check_live_runs(workflow=workflow, limit=limit)
+        self._report(report, options, what="live run(s)")
+
+    def _report(self, report: ReplayReport, options: dict[str, Any], *, what: str) -> None:
         if options["json"]:
             self.stdout.write(json.dumps(report.as_dict(), sort_keys=True))
         else:
             for finding in report.failures:
                 self.stdout.write(_line(finding))
-        summary = _summary(report)
+        summary = _summary(report, what)
         if not report.ok:
             # Exit status 1 (Django prints the message on stderr): the deploy gate.
             raise CommandError(summary, returncode=1)
@@ -70,8 +103,8 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(summary))
 
 
-def _summary(report: ReplayReport) -> str:
-    summary = f"{report.checked} live run(s) replayed, {len(report.failures)} finding(s)"
+def _summary(report: ReplayReport, what: str) -> str:
+    summary = f"{report.checked} {what} replayed, {len(report.failures)} finding(s)"
     if report.skipped:
         summary += f", {report.skipped} not checked (--limit)"
     return summary
