@@ -91,7 +91,7 @@ def _key_problems(keys: tuple[str, ...], check_id: str) -> list[checks.CheckMess
                 id=check_id,
             )
         ]
-    found = []
+    found: list[checks.CheckMessage] = []
     for index, key in enumerate(keys):
         try:
             Fernet(key)

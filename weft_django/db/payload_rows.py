@@ -17,14 +17,21 @@ from typing import Any
 from django.db import connections, models
 
 
+def _raw(model: type[models.Model], column: str, using: str) -> str:
+    """The quoted column of field ``column``."""
+    field = model._meta.get_field(column)
+    return str(connections[using].ops.quote_name(str(getattr(field, "column", column))))
+
+
 def _column_sql(model: type[models.Model], column: str, using: str) -> tuple[str, str, str]:
     connection = connections[using]
     quote = connection.ops.quote_name
-    field = model._meta.get_field(column)
-    text = quote(field.column)  # type: ignore[union-attr]
+    text = _raw(model, column, using)
     if connection.vendor == "postgresql":
         text = f"{text}::text"
-    return quote(model._meta.db_table), quote(model._meta.pk.column), text  # type: ignore[union-attr]
+    pk = model._meta.pk
+    assert pk is not None
+    return quote(model._meta.db_table), quote(str(pk.column)), text
 
 
 def scan(
@@ -33,7 +40,7 @@ def scan(
     """Up to ``limit`` rows ``(pk, stored JSON text)`` with a non-null column,
     in primary-key order after ``after`` (``None``: from the start)."""
     table, pk, text = _column_sql(model, column, using)
-    raw = connections[using].ops.quote_name(model._meta.get_field(column).column)  # type: ignore[union-attr]
+    raw = _raw(model, column, using)
     sql = f"SELECT {pk}, {text} FROM {table} WHERE {raw} IS NOT NULL"
     params: list[Any] = []
     if after is not None:
@@ -64,7 +71,7 @@ def swap(
     still holds ``old_text``; whether it did."""
     connection = connections[using]
     table, pk_column, _text = _column_sql(model, column, using)
-    raw = connection.ops.quote_name(model._meta.get_field(column).column)  # type: ignore[union-attr]
+    raw = _raw(model, column, using)
     dumped = json.dumps(new)
     if connection.vendor == "postgresql":
         sql = f"UPDATE {table} SET {raw} = %s::jsonb WHERE {pk_column} = %s AND {raw} = %s::jsonb"
