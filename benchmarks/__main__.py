@@ -33,6 +33,7 @@ BENCHMARKS = ("claims", "renewal", "throughput", "latency", "runtime", "peers", 
 #: ``many_engines``: idle cost per engine at 1 and 50 engines, and the spread
 #: of a burst across them (issue #21; boots 2 × 51 engine processes).
 #: ``scale``: eight operations at 100,000 parked workflows against 1,000 (issue #21).
+#: ``payloads``: CPU per step with the Encrypt codec against none.
 #: ``tasks``: Django tasks through WeftTaskBackend against django-tasks-db (issue #37).
 EXTRA = (
     "memory",
@@ -44,6 +45,7 @@ EXTRA = (
     "many_engines",
     "scale",
     "tasks",
+    "payloads",
 )
 
 

@@ -29,7 +29,12 @@ def _reset_workflow_state() -> Iterator[None]:
 
 @pytest.fixture
 def staff_user(django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user("staff", password="staff-pw", is_staff=True)
+    """A staff user who may see decoded payloads (``weft.view_payload``)."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("staff", password="staff-pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_payload"))
+    return user
 
 
 @pytest.fixture

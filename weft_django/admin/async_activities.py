@@ -32,7 +32,7 @@ from weft_django.kernel.ids import TOKEN_HASH_PREFIX_LEN
 from weft_django.models import AsyncActivity, AsyncStatus
 
 from .async_forms import CompleteAsyncForm, FailAsyncForm
-from .base import WeftDatabaseMixin, admin_link, json_text, pre_json
+from .base import WeftDatabaseMixin, admin_link, json_text, payload_pre, payload_text, pre_json
 from .reporting import ActionReport, refusal_reason
 from .search import EXACT_SEARCH_HELP, ExactSearchMixin
 
@@ -105,11 +105,11 @@ class AsyncActivityAdmin(ExactSearchMixin, WeftDatabaseMixin, admin.ModelAdmin):
     def outcome(self, row: AsyncActivity) -> str:
         if row.error is not None:
             return format_html('<span style="color:#ba2121">{}</span>', json_text(row.error, 120))
-        return "-" if row.status == AsyncStatus.PENDING else json_text(row.result, 120)
+        return "-" if row.status == AsyncStatus.PENDING else payload_text(row.result, 120)
 
     @admin.display(description="result")
     def result_pretty(self, row: AsyncActivity) -> SafeString:
-        return pre_json(row.result)
+        return payload_pre(row.result)
 
     @admin.display(description="error")
     def error_pretty(self, row: AsyncActivity) -> SafeString:

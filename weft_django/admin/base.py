@@ -25,6 +25,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from weft_django.conf import get_settings
+from weft_django.inspection.payload_view import may_view_payloads, shown, viewing
 
 
 def json_text(value: Any, limit: int | None = None) -> str:
@@ -39,6 +40,16 @@ def pre_json(value: Any) -> SafeString:
     if value is None:
         return mark_safe("-")
     return format_html('<pre style="margin:0;white-space:pre-wrap">{}</pre>', json_text(value))
+
+
+def payload_pre(value: Any) -> SafeString:
+    """A payload, indented, as the viewer may see it (``weft.view_payload``)."""
+    return pre_json(shown(value))
+
+
+def payload_text(value: Any, limit: int | None = None) -> str:
+    """A payload on one line, as the viewer may see it."""
+    return json_text(shown(value), limit)
 
 
 def admin_link(viewname: str, pk: Any, text: str) -> str:
@@ -93,7 +104,21 @@ class WeftDatabaseMixin:
             return None
         return super().get_object(request, object_id, from_field)  # type: ignore[misc]
 
+    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        with viewing(may_view_payloads(request.user)):  # weft.view_payload
+            response = super().changeform_view(request, *args, **kwargs)  # type: ignore[misc]
+            if hasattr(response, "render"):
+                response.render()
+            return response
+
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        with viewing(may_view_payloads(request.user)):  # weft.view_payload
+            response = self._changelist_view(request, extra_context)
+            if hasattr(response, "render"):
+                response.render()
+            return response
+
+    def _changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
         # The same for a NUL in a filter, search or ordering parameter: Django's
         # answer to a filter it cannot apply (the changelist with ?e=1).
         if any("\x00" in text for item in request.GET.lists() for text in (item[0], *item[1])):

@@ -12,7 +12,7 @@ from weft_django.inspection import format_age, format_ms
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import ActivityHeartbeat, JournalEntry, Timer
 
-from .base import ReadOnlyInline, admin_link, json_text, pre_json
+from .base import ReadOnlyInline, admin_link, payload_text, pre_json
 
 
 class JournalEntryInline(ReadOnlyInline):
@@ -25,8 +25,10 @@ class JournalEntryInline(ReadOnlyInline):
     @admin.display(description="result / error")
     def outcome(self, entry: JournalEntry) -> str:
         if entry.error is not None:
-            return format_html('<span style="color:#ba2121">{}</span>', json_text(entry.error, 200))
-        return json_text(entry.result, 200)
+            return format_html(
+                '<span style="color:#ba2121">{}</span>', payload_text(entry.error, 200)
+            )
+        return payload_text(entry.result, 200)
 
     @admin.display(description="at")
     def at(self, entry: JournalEntry) -> str:

@@ -24,7 +24,7 @@ from weft_django.inspection import claim_state, format_age
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import RunSearchAttribute, WorkflowClaim, WorkflowRun
 
-from .base import WeftDatabaseMixin, actor, admin_link, db, pre_json
+from .base import WeftDatabaseMixin, actor, admin_link, db, payload_pre, shown
 from .repair import repair_urls
 from .replay_action import replay_against_current_code
 from .reporting import ActionReport, refusal_reason
@@ -203,15 +203,15 @@ class WorkflowRunAdmin(
 
     @admin.display(description="input")
     def input_pretty(self, run: WorkflowRun) -> SafeString:
-        return pre_json(run.input)
+        return payload_pre(run.input)
 
     @admin.display(description="result")
     def result_pretty(self, run: WorkflowRun) -> SafeString:
-        return pre_json(run.result)
+        return payload_pre(run.result)
 
     @admin.display(description="error")
     def error_pretty(self, run: WorkflowRun) -> SafeString:
-        return error_html(run.error)
+        return error_html(shown(run.error))
 
     @admin.display(description="claim events")
     def claim_timeline(self, run: WorkflowRun) -> str:

@@ -24,7 +24,7 @@ from weft_django.errors import WeftError
 from weft_django.inspection import format_ms
 from weft_django.models import Schedule
 
-from .base import WeftDatabaseMixin, admin_link, pre_json
+from .base import WeftDatabaseMixin, admin_link, payload_pre, pre_json
 from .reporting import ActionReport, refusal_reason
 
 
@@ -114,7 +114,7 @@ class ScheduleAdmin(WeftDatabaseMixin, admin.ModelAdmin):
 
     @admin.display(description="input")
     def input_pretty(self, row: Schedule) -> SafeString:
-        return pre_json(row.input)
+        return payload_pre(row.input)
 
     @admin.display(description="last runs")
     def last_runs(self, row: Schedule) -> SafeString:

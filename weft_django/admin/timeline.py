@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from weft_django.inspection import format_age, format_ms
 from weft_django.models import ClaimEvent, ClaimEventKind, WorkflowRun
 
-from .base import db, json_text
+from .base import db, payload_text
 
 #: The claim timeline and the journal timeline show at most this many rows.
 TIMELINE_LIMIT = 500
@@ -84,7 +84,7 @@ def journal_timeline(run: WorkflowRun, page: int = 1) -> str:
             "engine_id": e.engine_id,
             "epoch": e.epoch,
             "failed": e.error is not None,
-            "outcome": json_text(e.error if e.error is not None else e.result, 160),
+            "outcome": payload_text(e.error if e.error is not None else e.result, 160),
         }
         for e in entries
     ]

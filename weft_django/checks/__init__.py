@@ -27,6 +27,9 @@ weft.E036  ENGINE_RECORD_RETENTION not a duration  weft.E040  TRACING not a bool
 weft.E045  SEARCH_ATTRIBUTES not a dict (or over 100 names)
 weft.E046  a bad search attribute name   weft.E047  an unknown search attribute type
 weft.E049  MAX_RECOVERY_ATTEMPTS not an integer >= 1
+weft.E070  a PAYLOAD_CODECS path that does not import
+weft.E071  an ENCRYPTION_KEYS entry that is not a Fernet key (its index named)
+weft.E072  PAYLOAD_STORAGE alias not in STORAGES, a threshold above MAX_PAYLOAD_BYTES
 weft.E034/E035  routed activities without Celery / without a routing app (``checks.routing``)
 weft.W050  (``check --deploy`` only) a live run would break under this code (``checks.replay``)
 weft.W051  (``check --deploy`` only) the replay check could not read the database
@@ -39,12 +42,14 @@ from __future__ import annotations
 
 from django.core import checks
 
+from weft_django.checks.payloads import check_payloads
 from weft_django.checks.queues import check_queues, check_unserved_queues
 from weft_django.checks.replay import check_live_runs_replay
 from weft_django.checks.routing import check_routed_activities
 from weft_django.checks.settings import check_database, check_weft_settings
 
 checks.register("weft")(check_weft_settings)
+checks.register("weft")(check_payloads)
 checks.register("weft")(check_queues)
 checks.register("weft", deploy=True)(check_unserved_queues)
 checks.register("weft")(check_routed_activities)

@@ -62,6 +62,9 @@ CHECK_IDS: Final[dict[str, str]] = {
     "bad-search-attribute-name": "weft.E046",
     "bad-search-attribute-type": "weft.E047",
     "bad-max-recovery-attempts": "weft.E049",
+    "bad-payload-codecs": "weft.E070",
+    "bad-encryption-keys": "weft.E071",
+    "bad-payload-storage": "weft.E072",
 }
 
 
@@ -329,6 +332,31 @@ class Keys:
         "datetime) that ctx.upsert_search_attributes sets and list_runs / the API / the admin "
         "filter on",
         compare=False,
+    )
+    #: Dotted paths of ``weft_django.codecs.PayloadCodec`` classes, applied in order.
+    payload_codecs: tuple[str, ...] = key(
+        "PAYLOAD_CODECS",
+        [],
+        parse.dotted_paths("codec classes (dotted paths)"),
+        "bad-payload-codecs",
+        "codec classes applied in order to every stored payload (weft_django.codecs.Encrypt "
+        "encrypts); search attributes stay plaintext",
+    )
+    encryption_keys: tuple[str, ...] = key(
+        "ENCRYPTION_KEYS",
+        [],
+        parse.strings,
+        "bad-encryption-keys",
+        "Fernet keys of weft_django.codecs.Encrypt: the first encrypts, every one decrypts",
+        compare=False,
+    )
+    payload_storage: parse.PayloadStorage | None = key(
+        "PAYLOAD_STORAGE",
+        None,
+        parse.payload_storage,
+        "bad-payload-storage",
+        'None or {"STORAGE": alias in STORAGES, "THRESHOLD_BYTES": 65536}: larger stored '
+        "payloads go to that storage (content-addressed, after the codecs)",
     )
 
 

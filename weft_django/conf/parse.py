@@ -14,7 +14,7 @@ are a contract (the tests and the docs quote them), so keep their wording.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Final, NamedTuple, cast
 
 from weft_django.kernel.attribute_types import AttributeType
 from weft_django.kernel.attribute_types import parse_declared as parse_search_attributes
@@ -124,6 +124,45 @@ def dotted_paths(what: str) -> Parser:
         return tuple(value)
 
     return parse
+
+
+class PayloadStorage(NamedTuple):
+    """``WEFT["PAYLOAD_STORAGE"]``: the ``STORAGES`` alias and the size above
+    which a stored payload goes there."""
+
+    storage: str
+    threshold_bytes: int
+
+
+#: Payloads above this are refused even with ``PAYLOAD_STORAGE`` on (100 MB).
+MAX_PAYLOAD_BYTES_CEILING: Final[int] = 100 * 1024 * 1024
+
+
+def strings(key: str, value: object) -> tuple[str, ...]:
+    """A list or tuple of strings (possibly empty), as a tuple."""
+    if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
+        raise ValueError(f"WEFT[{key!r}] must be a list of strings, got a {type(value).__name__}")
+    return tuple(value)
+
+
+def payload_storage(key: str, value: object) -> PayloadStorage | None:
+    """``None`` or ``{"STORAGE": alias, "THRESHOLD_BYTES": n}`` (n defaults to 65536)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("STORAGE"), str):
+        raise ValueError(
+            f'WEFT[{key!r}] must be None or {{"STORAGE": "<alias in STORAGES>", '
+            f'"THRESHOLD_BYTES": 65536}}, got {value!r}'
+        )
+    unknown = sorted(set(value) - {"STORAGE", "THRESHOLD_BYTES"})
+    if unknown:
+        raise ValueError(f"WEFT[{key!r}] has unknown keys {unknown}")
+    threshold = value.get("THRESHOLD_BYTES", 65536)
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+        raise ValueError(
+            f'WEFT[{key!r}]["THRESHOLD_BYTES"] must be a positive integer, got {threshold!r}'
+        )
+    return PayloadStorage(value["STORAGE"], threshold)
 
 
 def database_alias(key: str, value: object) -> str:

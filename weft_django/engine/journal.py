@@ -16,6 +16,7 @@ from typing import Any, cast
 from django.conf import settings as django_settings
 from django.db.models import F
 
+from weft_django.codecs.stored import readable
 from weft_django.engine.replay.machine import Event, EventKind
 from weft_django.models import (
     AsyncActivity,
@@ -35,7 +36,14 @@ def load_events(run_id: Any, using: str) -> list[Event]:
         .values_list("position", "kind", "command", "target", "result", "error")
     )
     return [
-        Event(position, cast("EventKind", kind), command, target, result, error)
+        Event(
+            position,
+            cast("EventKind", kind),
+            command,
+            target,
+            readable(result, run_id, f"journal position {position} (result)"),
+            readable(error, run_id, f"journal position {position} (error)"),
+        )
         for position, kind, command, target, result, error in rows
     ]
 
@@ -60,15 +68,21 @@ class RunInbox:
 
     @cached_property
     def signals(self) -> list[SignalMessage]:
-        return list(
+        rows = list(
             SignalMessage.objects.using(self.using)
             .filter(run_id=self.run_id, consumed_at_position__isnull=True)
             .order_by("id")
         )
+        for row in rows:
+            readable(row.payload, self.run_id, f"signal {row.name!r} #{row.pk}")
+        return rows
 
     @cached_property
     def async_rows(self) -> dict[int, AsyncActivity]:
         rows = AsyncActivity.objects.using(self.using).filter(run_id=self.run_id)
+        for row in rows:
+            readable(row.result, self.run_id, f"async activity at position {row.position} (result)")
+            readable(row.error, self.run_id, f"async activity at position {row.position} (error)")
         return {int(row.position): row for row in rows}
 
     @cached_property

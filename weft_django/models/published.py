@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from django.db import models
 
+from weft_django.models.fields import PayloadField
+
 
 class WorkflowEvent(models.Model):
     """The last value a run set for an event ``key`` (``ctx.set_event``)."""
 
     run = models.ForeignKey("weft.WorkflowRun", on_delete=models.CASCADE, related_name="events")
     key = models.CharField(max_length=100)
-    value = models.JSONField(null=True, blank=True)
+    value = PayloadField(null=True, blank=True)
     position = models.IntegerField(help_text="journal position of the set that wrote it")
     set_at = models.BigIntegerField(default=0, help_text="engine clock, ms")
 
@@ -39,7 +41,7 @@ class StreamEntry(models.Model):
     run = models.ForeignKey("weft.WorkflowRun", on_delete=models.CASCADE, related_name="streams")
     key = models.CharField(max_length=100)
     offset = models.IntegerField()
-    value = models.JSONField(null=True, blank=True)
+    value = PayloadField(null=True, blank=True)
     closed = models.BooleanField(default=False, help_text="the close marker (no value)")
     position = models.IntegerField(help_text="journal position of the write")
     written_at = models.BigIntegerField(default=0, help_text="engine clock, ms")

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from weft_django.models.fields import PayloadField
+
 
 class RoutedStatus(models.TextChoices):
     """The single-use state of a routed attempt's token."""
@@ -47,8 +49,8 @@ class RoutedAttempt(models.Model):
     status = models.CharField(
         max_length=16, choices=RoutedStatus.choices, default=RoutedStatus.PENDING
     )
-    result = models.JSONField(null=True, blank=True)
-    error = models.JSONField(null=True, blank=True)
+    result = PayloadField(null=True, blank=True)
+    error = PayloadField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     completed_at = models.DateTimeField(null=True, blank=True)

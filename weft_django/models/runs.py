@@ -20,6 +20,7 @@ from weft_django.models.choices import (
     RunStatus,
     TimerKind,
 )
+from weft_django.models.fields import PayloadField
 from weft_django.models.querysets import (
     TimerQuerySet,
     WorkflowRunQuerySet,
@@ -35,9 +36,9 @@ class WorkflowRun(models.Model):
     status = models.CharField(
         max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True
     )
-    input = models.JSONField(null=True, blank=True)
-    result = models.JSONField(null=True, blank=True)
-    error = models.JSONField(null=True, blank=True)
+    input = PayloadField(null=True, blank=True)
+    result = PayloadField(null=True, blank=True)
+    error = PayloadField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
@@ -107,6 +108,8 @@ class WorkflowRun(models.Model):
     class Meta:
         verbose_name = "workflow run"
         ordering = ["-created_at"]
+        # ``weft.view_payload`` (app label ``weft``): who sees decoded payloads.
+        permissions = [("view_payload", "Can view decoded workflow payloads")]
         constraints = [
             models.UniqueConstraint(
                 fields=["workflow_id"],
@@ -168,8 +171,8 @@ class JournalEntry(models.Model):
         null=True, blank=True, help_text="the leaf command (n-th yielded) this event settles"
     )
     target = models.CharField(max_length=200, blank=True, default="")
-    result = models.JSONField(null=True, blank=True)
-    error = models.JSONField(null=True, blank=True)
+    result = PayloadField(null=True, blank=True)
+    error = PayloadField(null=True, blank=True)
     engine_id = models.CharField(max_length=200, blank=True, default="")
     epoch = models.BigIntegerField(default=0)
     at_ms = models.BigIntegerField(default=0)
@@ -210,7 +213,7 @@ class SignalMessage(models.Model):
 
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="signals")
     name = models.CharField(max_length=200)
-    payload = models.JSONField(null=True, blank=True)
+    payload = PayloadField(null=True, blank=True)
     consumed_at_position = models.IntegerField(null=True, blank=True)
     received_at = models.DateTimeField(auto_now_add=True)
     # ``client.signal(..., idempotency_key=)``: one signal per key per workflow id
@@ -252,8 +255,8 @@ class AsyncActivity(models.Model):
     status = models.CharField(
         max_length=16, choices=AsyncStatus.choices, default=AsyncStatus.PENDING
     )
-    result = models.JSONField(null=True, blank=True)
-    error = models.JSONField(null=True, blank=True)
+    result = PayloadField(null=True, blank=True)
+    error = PayloadField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 
@@ -278,7 +281,7 @@ class ActivityHeartbeat(models.Model):
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="heartbeats")
     position = models.IntegerField(help_text="the activity command's journal position")
     attempt = models.IntegerField(help_text="1-based attempt that sent it")
-    details = models.JSONField(null=True, blank=True)
+    details = PayloadField(null=True, blank=True)
     beat_at = models.BigIntegerField(help_text="engine clock, ms")
     engine_id = models.CharField(max_length=200, blank=True, default="")
     epoch = models.BigIntegerField(default=0)
@@ -306,7 +309,7 @@ class UpdateRequest(models.Model):
     run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="updates")
     update_id = models.CharField(max_length=200)
     name = models.CharField(max_length=200)
-    args = models.JSONField(default=list, blank=True)
+    args = PayloadField(default=list, blank=True)
     consumed_at_position = models.IntegerField(null=True, blank=True)
     received_at = models.DateTimeField(auto_now_add=True)
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from django.db import models
 
+from weft_django.models.fields import PayloadField
+
 
 class Schedule(models.Model):
     schedule_id = models.CharField(max_length=160, primary_key=True)
     workflow = models.CharField(max_length=200)
-    input = models.JSONField(null=True, blank=True)
+    input = PayloadField(null=True, blank=True)
     cron = models.CharField(max_length=200, null=True, blank=True)
     every_ms = models.BigIntegerField(null=True, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")

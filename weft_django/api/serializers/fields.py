@@ -25,6 +25,7 @@ from rest_framework import serializers
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import PayloadError
 from weft_django.inspection.format import iso
+from weft_django.inspection.payload_view import shown
 
 #: Upper bound of any duration the API accepts (100 years, in seconds): far
 #: beyond any sensible delay, and small enough that ms arithmetic and
@@ -110,7 +111,9 @@ class JSONPayloadField(serializers.Field):
             raise serializers.ValidationError(str(exc), code=exc.code) from None
 
     def to_representation(self, value: Any) -> Any:
-        return value
+        # Decoded only for a user holding ``weft.view_payload`` (``WeftAPIView``
+        # decides per request); others get ``{"hidden": true, "size": n}``.
+        return shown(value)
 
 
 @extend_schema_field({"type": "array", "items": {}})

@@ -41,6 +41,7 @@ from weft_django.conf import get_settings
 from weft_django.engine.runs.filters import PARAM_KEYS, RunFilter
 from weft_django.engine.runs.waits import run_waits, waits_summary
 from weft_django.errors import InvalidRunFilter, WeftError, WorkflowNotFound
+from weft_django.inspection import payload_view
 from weft_django.models import ActivityHeartbeat, AsyncActivity, AsyncStatus, WorkflowRun
 
 
@@ -172,6 +173,17 @@ class WeftAPIView(GenericAPIView):
 
     def get_permissions(self) -> list[BasePermission]:
         return api_permissions()
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        token = payload_view.allow(False)  # until the user is known (``initial``)
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        finally:
+            payload_view.reset(token)
+
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        payload_view.allow(payload_view.may_view_payloads(request.user))  # weft.view_payload
 
     def get_exception_handler(self) -> Callable[..., Response]:
         return weft_exception_handler

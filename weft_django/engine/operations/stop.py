@@ -29,6 +29,7 @@ from weft_django.engine.operations._loop import (
     commit_with_retries,
     latest_run,
 )
+from weft_django.engine.payload_rows import blobs_of_runs, release_blobs
 from weft_django.engine.queues.freed import announce_slot_freed
 from weft_django.engine.runs.metrics import record_stops
 from weft_django.engine.wakes import announce_event
@@ -325,9 +326,11 @@ def purge(
         )
         conditions.extend(rotation.conditions)
         writes.extend(rotation.writes)
+    held = blobs_of_runs(runs)  # large payloads in PAYLOAD_STORAGE
     result = conditional_batch(conditions, writes, using=db)
     if not result.committed:
         raise InvalidTransitionError(workflow_id, latest_run(workflow_id, db).status, "purge")
+    release_blobs(held)
     return len(runs)
 
 

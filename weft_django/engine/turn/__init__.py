@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 
+from weft_django.codecs.stored import readable
 from weft_django.engine import tracing
 from weft_django.engine.journal import RunInbox, load_events, load_inbox
 from weft_django.engine.replay.errors_codec import error_record
@@ -156,7 +157,7 @@ class Turn(TurnState):
             get_workflow(self.run.name),
             workflow_id=self.run.workflow_id,
             run_id=str(self.run.pk),
-            input=self.run.input,
+            input=readable(self.run.input, self.run.pk, "input"),
             # A fresh run (``engine.handoff``) has no journal: nothing to read.
             events=[] if self.fresh else load_events(self.run.pk, self.db),
             clock_ms=self.host.now_ms,

@@ -56,6 +56,7 @@ from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.finish import stop
 from weft_django.errors import CrashLoopError, EngineDeposedError
+from weft_django.errors.payloads import PayloadUnreadable
 from weft_django.models import DRIVABLE_STATUSES, JournalEntry, WorkflowRun
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.ops import RunCondition, Update
@@ -114,7 +115,8 @@ def _record(host: TurnHost, run_id: Any, exc: BaseException) -> TurnFailure:
     failures = run.turn_failures + 1
     limit = host.settings.turn_max_failures
     try:
-        if failures >= limit:
+        # A payload that does not decode will not decode next time either.
+        if failures >= limit or isinstance(exc, PayloadUnreadable):
             try:
                 return _suspend(host, run, exc, failures)
             except (EngineDeposedError, TurnAborted):

@@ -19,6 +19,7 @@ from django.core.management.base import CommandParser
 from weft_django.engine.runs.listing import attributes_of
 from weft_django.engine.runs.waits import run_waits
 from weft_django.inspection.format import format_instant
+from weft_django.inspection.payload_view import may_view_payloads, shown, viewing
 from weft_django.models import JournalEntry, WorkflowRun
 
 from .console import EXIT_USAGE, CliError, Console, Subcommand
@@ -31,6 +32,11 @@ DEFAULT_JOURNAL = 50
 
 def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("workflow_id", metavar="WORKFLOW_ID", help="the workflow to show")
+    parser.add_argument(
+        "--as-user",
+        metavar="USERNAME",
+        help="show payloads as this user may see them (hidden without weft.view_payload)",
+    )
     parser.add_argument(
         "--journal",
         type=int,
@@ -50,6 +56,30 @@ def run(options: dict[str, Any], console: Console) -> None:
             option="--journal",
             value=limit,
         )
+    allowed = _may_view(options.get("as_user"))
+    with viewing(allowed):
+        _show(options, console, limit)
+
+
+def _may_view(username: str | None) -> bool:
+    """The shell's operator holds the settings and keys; ``--as-user`` narrows it."""
+    if not username:
+        return True
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model()._default_manager.filter(username=username).first()
+    if user is None:
+        raise CliError(
+            "invalid_argument",
+            f"--as-user {username!r}: no such user",
+            EXIT_USAGE,
+            option="--as-user",
+            value=username,
+        )
+    return may_view_payloads(user)
+
+
+def _show(options: dict[str, Any], console: Console, limit: int) -> None:
     run = latest(options["workflow_id"])
     waits = [w.as_dict() for w in run_waits(run)]
     journal = JournalEntry.objects.using(db()).filter(run_id=run.pk)
@@ -58,9 +88,9 @@ def run(options: dict[str, Any], console: Console) -> None:
     body = {
         **summary(run),
         "updated_at": iso(run.updated_at),
-        "input": run.input,
-        "result": run.result,
-        "error": run.error,
+        "input": shown(run.input),
+        "result": shown(run.result),
+        "error": shown(run.error),
         "parent_workflow_id": _parent(run),
         "attributes": {
             name: iso(value) if isinstance(value, datetime) else value
@@ -93,7 +123,7 @@ def _entry(entry: JournalEntry) -> dict[str, Any]:
         "kind": entry.kind,
         "target": entry.target,
         "failed": failed,
-        "summary": clip(entry.error if failed else entry.result),
+        "summary": clip(shown(entry.error if failed else entry.result)),
         "engine_id": entry.engine_id,
         "epoch": entry.epoch,
     }

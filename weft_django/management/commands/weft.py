@@ -33,6 +33,7 @@ from weft_django.management.cli.actions import CANCEL, RESUME, RETRY
 from weft_django.management.cli.console import EXIT_USAGE, CliError, Console, as_cli_error
 from weft_django.management.cli.history import HISTORY
 from weft_django.management.cli.listing import LIST
+from weft_django.management.cli.payloads import BLOBS, REENCRYPT
 from weft_django.management.cli.repair import FORK, RESET
 from weft_django.management.cli.result import RESULT
 from weft_django.management.cli.show import SHOW
@@ -40,7 +41,21 @@ from weft_django.management.cli.signal import SIGNAL
 from weft_django.management.cli.start import START
 
 #: The subcommands, in the order ``--help`` lists them.
-SUBCOMMANDS = (START, SIGNAL, LIST, SHOW, CANCEL, RETRY, RESUME, FORK, RESET, RESULT, HISTORY)
+SUBCOMMANDS = (
+    START,
+    SIGNAL,
+    LIST,
+    SHOW,
+    CANCEL,
+    RETRY,
+    RESUME,
+    FORK,
+    RESET,
+    RESULT,
+    HISTORY,
+    REENCRYPT,
+    BLOBS,
+)
 
 
 class Command(BaseCommand):
