@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
@@ -58,6 +59,9 @@ class QueueAdmin(ReadOnlyAdmin):
         return obj is None and super().has_view_permission(request, obj)
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        # Django's own changelist checks this; a page of its own must too.
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
         specs = get_settings().queues
         figures = queue_figures(wall_ms(), db())
         rows = []
