@@ -16,9 +16,11 @@ The package holds every step of a turn, all writing through that one checkpoint:
 ``commit`` (the turn's state and its checkpoint), ``steps`` (the command class -> step
 table) and a module per kind of step (``activity``, ``async_activity``, ``routed``,
 ``child``, ``detached``, ``signal_workflow``, ``waits``, ``update``), the attempts in flight
-(``pending``, ``concurrent``, ``activity_slots``), ``park`` (timers of a parked run),
-``finish`` (the terminal commit, ``continue_as_new``, post-commit effects), ``cancel``,
-``failures``, ``publish`` and ``update_answers``. A turn sees its engine only as a
+(``concurrent``, ``activity_slots``), ``park`` (timers of a parked run), ``finish`` (the
+terminal commit, ``continue_as_new``, post-commit effects), ``cancel``, ``failures``,
+``publish`` and ``update_answers``. An attempt the turn started and has not committed
+(``engine.activities.pending``) and the log line of a failed attempt or run
+(``engine.activities.attempt_log``) are the activities'. A turn sees its engine only as a
 ``TurnHost`` and imports no transport.
 """
 

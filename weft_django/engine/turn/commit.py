@@ -42,7 +42,7 @@ from weft_django.ownership.ops import (
 from weft_django.warnings import warn_claim_lost
 
 if TYPE_CHECKING:
-    from weft_django.engine.turn.pending import PendingAttempt
+    from weft_django.engine.activities.pending import PendingAttempt
 
 # The statuses a turn may write under (``models.DRIVABLE_STATUSES``): any
 # other means the run was stopped (cancelled, suspended, purged) under the turn.
