@@ -32,14 +32,8 @@ from weft_django.codecs.stored import readable
 from weft_django.engine import tracing
 from weft_django.engine.journal import RunInbox, load_events, load_inbox
 from weft_django.engine.replay.errors_codec import error_record
-from weft_django.engine.replay.machine import (
-    ContinuedAsNew,
-    Diverged,
-    Failed,
-    Finished,
-    Leaf,
-    Replay,
-)
+from weft_django.engine.replay.events import ContinuedAsNew, Diverged, Failed, Finished
+from weft_django.engine.replay.machine import Leaf, Replay
 from weft_django.engine.turn.async_activity import void_async_tokens
 from weft_django.engine.turn.cancel import cancel_error, deliver_cancel
 from weft_django.engine.turn.child import cancel_abandoned_children
