@@ -53,8 +53,9 @@ from weft_django.engine.turn.activity_slots import (
 )
 from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.routed import expire_routed, start_routed
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 from weft_django.engine.workflow.commands import RunActivity
-from weft_django.engine.workflow.definitions import ActivityDefinition, get_activity
+from weft_django.engine.workflow.definitions import get_activity
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import ActivityError, ActivityErrorKind, PayloadError
 from weft_django.kernel.clock import wall_ms
