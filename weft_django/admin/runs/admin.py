@@ -227,7 +227,7 @@ class WorkflowRunAdmin(
         return journal_html(run)
 
     def get_urls(self) -> list[Any]:
-        # ``<pk>/repair/<position>/``: fork or reset from a journal entry (``admin.repair``).
+        # ``<pk>/repair/<position>/``: fork or reset from a journal entry (``admin.runs.repair``).
         return [*repair_urls(self), *super().get_urls()]
 
     def change_view(
