@@ -22,8 +22,8 @@ from django.db import connection, connections, transaction
 from tests.support import ManualClock, wait_for
 from weft_django import client
 from weft_django.engine import Engine
-from weft_django.engine.maintenance import reclaim as bulk_module
-from weft_django.engine.maintenance.reclaim import bulk_takeover_applies, take_over_gone
+from weft_django.engine.maintenance import bulk_takeover as bulk_module
+from weft_django.engine.maintenance.bulk_takeover import bulk_takeover_applies, take_over_gone
 from weft_django.models import ClaimEvent, EngineRecord, WorkflowClaim, WorkflowRun
 from weft_django.ownership import presence
 

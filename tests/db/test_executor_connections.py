@@ -17,7 +17,7 @@ import pytest
 from tests.support import db_session_id
 from weft_django.engine.activities.executor import ActivityExecutor
 from weft_django.engine.activities.info import ActivityInfo, AttemptControl
-from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 from weft_django.kernel.clock import wall_ms
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,7 +17,8 @@ import pytest
 
 from weft_django import activity, client, workflow
 from weft_django.engine.journal import load_events
-from weft_django.engine.replay.machine import Diverged, Event, Replay
+from weft_django.engine.replay.events import Diverged, Event
+from weft_django.engine.replay.machine import Replay
 from weft_django.engine.workflow.definitions import get_workflow
 from weft_django.models import JournalEntry, RunSearchAttribute, WorkflowRun
 

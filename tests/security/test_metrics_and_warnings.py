@@ -67,7 +67,7 @@ ALLOWED_LOG_FIELDS = {
     # ``ownership.loss``'s rotated line: a closed description and the actor.
     "what",
     "actor",
-    # A failed attempt's and a failed run's lines (``engine.turn.attempt_log``): ids,
+    # A failed attempt's and a failed run's lines (``engine.activities.attempt_log``): ids,
     # counts, the exception's type, and its message -- text the activity's own
     # code chose to raise, which a person needs to act on (never a payload weft
     # holds: the canaries below stay out of every record).

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from weft_django.engine.workflow.definitions import ActivityDefinition, activity, registry
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
+from weft_django.engine.workflow.definitions import activity, registry
 
 
 @pytest.fixture(autouse=True)

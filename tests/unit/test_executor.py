@@ -34,7 +34,7 @@ from weft_django.engine.activities.info import (
     activity_info,
     deadline_from_ms,
 )
-from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 from weft_django.kernel.clock import wall_ms
 from weft_django.ownership.metrics import ClaimMetrics
 

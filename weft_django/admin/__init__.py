@@ -8,9 +8,9 @@ release, settling an async activity), which fences, rotates and notifies
 exactly as the API and the CLI do. Each action says what it did in one
 summary message and leaves a ``LogEntry`` per object (``reporting``); the
 changelists an action works from search by exact id (``search``). One
-module per resource: ``runs``, ``claims``, ``engines``, ``singletons``,
-``schedules``, ``signals``, ``async_activities``, ``queues``; ``timeline`` renders the
-journal and claim timelines.
+module per resource: ``claims``, ``engines``, ``singletons``, ``schedules``,
+``signals``, ``async_activities``, ``queues``, and the ``runs`` package for the run
+changelist and page; ``timeline`` renders the journal and claim timelines.
 
 Claim and heartbeat timestamps are engine-clock milliseconds; "expires in",
 "alive" and "heartbeat age" judge them against this process's wall clock
@@ -27,8 +27,8 @@ from .claims import ClaimStateFilter, HolderAdmin
 from .engines import EngineAliveFilter, EngineRecordAdmin
 from .queues import QueueAdmin
 from .reporting import ActionReport
-from .run_inlines import JournalEntryInline, TimerInline
-from .runs import WorkflowRunAdmin
+from .runs.admin import WorkflowRunAdmin
+from .runs.inlines import JournalEntryInline, TimerInline
 from .schedules import ScheduleAdmin
 from .search import ExactSearchMixin
 from .signals import SignalMessageAdmin, SignalStateFilter

@@ -17,7 +17,7 @@ from django.conf import settings as django_settings
 from django.db.models import F
 
 from weft_django.codecs.stored import readable
-from weft_django.engine.replay.machine import Event, EventKind
+from weft_django.engine.replay.events import Event, EventKind
 from weft_django.models import (
     AsyncActivity,
     JournalEntry,

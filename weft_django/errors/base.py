@@ -62,4 +62,9 @@ class WeftError(Exception):
         return (_rebuild_error, (type(self), self.fields()))
 
 
-__all__ = ["WeftError"]
+def holder_text(held_by: str | None) -> str:
+    """How a message names a holder: quoted, or as unknown when ``None``."""
+    return f'"{held_by}"' if held_by is not None else "an unknown or vanished holder"
+
+
+__all__ = ["WeftError", "holder_text"]

@@ -19,6 +19,8 @@ Invariants:
 - Every transition (acquire, takeover, renew, release, adoption after a bulk
   takeover) reads and writes the same tracked holders under one lock; the
   statements themselves live in ``ownership.transitions`` and the vendor seam.
+
+Over 400 lines: one class whose transitions share one lock and one holder table, read as one.
 """
 
 from __future__ import annotations

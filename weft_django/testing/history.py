@@ -17,8 +17,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from weft_django.engine.replay.events import Failed, Finished
 from weft_django.engine.replay.history import history_events, load_history
-from weft_django.engine.replay.machine import Failed, Finished
 from weft_django.engine.replay.offline import divergence, replay_journal
 from weft_django.engine.workflow.definitions import WorkflowDefinition, get_workflow
 from weft_django.errors import WorkflowFailedError

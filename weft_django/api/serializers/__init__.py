@@ -1,13 +1,18 @@
 """Request and response bodies of the weft REST API (SPEC §5).
 
-``fields`` (strict input fields), ``requests`` (bodies and query
-parameters), ``responses`` (rows, as ``ModelSerializer``s), ``results``
-(errors, action results, ownership, metrics). Every name is importable from
-here, as before the split.
+``fields`` (strict input fields), ``requests`` (bodies and query parameters),
+``async_activities`` (the bodies that settle an async activity), ``responses`` (rows, as
+``ModelSerializer``s), ``results`` (errors, action results, ownership, metrics). Every
+name is importable from here, as before the split.
 """
 
 from __future__ import annotations
 
+from .async_activities import (
+    AsyncErrorSerializer,
+    CompleteAsyncSerializer,
+    FailAsyncSerializer,
+)
 from .claims import ClaimEventSerializer, ClaimSerializer, EngineSerializer
 from .fields import (
     MAX_DURATION_SECONDS,
@@ -18,12 +23,9 @@ from .fields import (
     StrictCharField,
 )
 from .requests import (
-    AsyncErrorSerializer,
     BulkActionSerializer,
     CancelSerializer,
     ClaimListParams,
-    CompleteAsyncSerializer,
-    FailAsyncSerializer,
     ForkSerializer,
     QuerySerializer,
     ReasonSerializer,

@@ -2,8 +2,8 @@
 ``PostgreSQLOps`` here, and the statements it delegates to -- the batch pickup
 (``pickup``), the hot claim statements on a server-binding cursor (``prepared``), session and
 transaction bounds (``session``), the one-statement start (``start``), the bulk takeover
-(``takeover``) and coalesced batch writes (``writes``) -- so the rest of weft asks the seam,
-never the vendor.
+(``takeover``), the gone engines' look (``presence``) and coalesced batch writes
+(``writes``) -- so the rest of weft asks the seam, never the vendor.
 
 Lock order: every statement here that locks several rows locks them in
 workflow-id order (claims), then run-id order (runs) -- the global order of
@@ -46,7 +46,7 @@ from weft_django.db.base import (
     StoreOps,
     table,
 )
-from weft_django.db.postgresql import prepared, start
+from weft_django.db.postgresql import prepared, presence, start
 from weft_django.db.postgresql.pickup import PickupStatements
 from weft_django.db.postgresql.session import (
     restore_statement_timeout,
@@ -335,37 +335,8 @@ class PostgreSQLOps(PickupStatements, StoreOps):
 
     # -- server and session --------------------------------------------------
     def gone_engines_sql(self, using: str) -> str:
-        """The gone engines (``ownership.presence``): a live record (or one stopped
-        since ``%(since)s``, so every watcher sees an engine another one marked),
-        a presence key, and no granted advisory lock (``%(namespace)s``, key) in
-        this database. ``objsubid = 2`` is the two-int4 form; ``classid`` and
-        ``objid`` are oids, compared as int8. One statement: it also marks the
-        live ones stopped at ``%(now)s`` and returns ``(engine_id, marked_now)``."""
-        engines = table(EngineRecord, using)
-        return f"""
-WITH gone AS (
-    SELECT e.engine_id, e.stopped_at
-    FROM {engines} e
-    WHERE e.presence_key IS NOT NULL
-      AND e.engine_id <> %(me)s
-      AND (e.stopped_at IS NULL OR e.stopped_at >= %(since)s)
-      AND NOT EXISTS (
-          SELECT 1 FROM pg_locks l
-          WHERE l.locktype = 'advisory'
-            AND l.granted
-            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-            AND l.classid::int8 = %(namespace)s
-            AND l.objid::int8 = e.presence_key
-            AND l.objsubid = 2
-      )
-), marked AS (
-    UPDATE {engines} r SET stopped_at = %(now)s
-    FROM gone g
-    WHERE r.engine_id = g.engine_id AND g.stopped_at IS NULL AND r.stopped_at IS NULL
-    RETURNING r.engine_id
-)
-SELECT g.engine_id, g.engine_id IN (SELECT engine_id FROM marked) FROM gone g
-"""
+        """The gone engines' statement (``presence.gone_engines_sql``)."""
+        return presence.gone_engines_sql(table(EngineRecord, using))
 
     def database_clock_ms(self, using: str) -> int | None:
         with connections[using].cursor() as cursor:

@@ -54,7 +54,7 @@ from django.db import DatabaseError, connections, transaction
 from weft_django import db as store
 from weft_django.engine.activities.attempt import ActivityOutcome
 from weft_django.engine.activities.info import ActivityInfo, activity_scope, deadline_from_ms
-from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 from weft_django.warnings import WeftAtomicOtherAliasWarning
 
 logger = logging.getLogger("weft_django.engine")

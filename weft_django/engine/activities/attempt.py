@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from weft_django.engine.activities.info import ActivityInfo, AttemptControl
-from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 
 AttemptState = Literal["queued", "running", "done", "timed_out", "abandoned"]
 

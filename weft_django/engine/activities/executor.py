@@ -49,7 +49,7 @@ from weft_django.engine.activities.loop import ActivityLoop
 from weft_django.engine.activities.threads import SyncThreads
 from weft_django.engine.activities.watchdog import Watchdog
 from weft_django.engine.db_connections import mark_engine_thread
-from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 from weft_django.kernel.clock import wall_ms
 from weft_django.ownership.metrics import ClaimMetrics
 

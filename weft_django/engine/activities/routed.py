@@ -54,7 +54,7 @@ from weft_django.engine.activities.routed_dispatch import (
 )
 from weft_django.engine.journal import hash_token
 from weft_django.engine.replay.machine import Leaf
-from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import PayloadError
 from weft_django.kernel.clock import wall_ms

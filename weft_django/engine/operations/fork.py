@@ -30,7 +30,8 @@ from weft_django.engine.operations._loop import MAX_ATTEMPTS, latest_run
 from weft_django.engine.operations.start import Carried, NewRun, new_run, start
 from weft_django.engine.operations.stop import _live_descendants, _stop_writes
 from weft_django.engine.replay.branches import Group, Leaf
-from weft_django.engine.replay.machine import Diverged, Event, Frontier, Replay
+from weft_django.engine.replay.events import Diverged, Event, Frontier
+from weft_django.engine.replay.machine import Replay
 from weft_django.engine.runs.metrics import record_stops
 from weft_django.engine.wakes import announce_event
 from weft_django.engine.workflow.definitions import get_workflow

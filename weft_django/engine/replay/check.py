@@ -35,8 +35,8 @@ from typing import Any, Literal
 from django.db.models import Count
 
 from weft_django.conf import get_settings
+from weft_django.engine.replay.events import Event, EventKind
 from weft_django.engine.replay.history import history_events, load_history
-from weft_django.engine.replay.machine import Event, EventKind
 from weft_django.engine.replay.offline import divergence, replay_journal
 from weft_django.engine.workflow.definitions import get_workflow, has_workflow
 from weft_django.models import LIVE_STATUSES, JournalEntry, WorkflowRun

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from weft_django.engine.replay.machine import Event
+from weft_django.engine.replay.events import Event
 
 #: The ``format`` field of every exported history.
 HISTORY_FORMAT: Final = "weft-history"

@@ -13,16 +13,16 @@ access refused — so ``client.query`` can replay read-only anywhere.
 
 ``Replay`` is the ``WorkflowRuntime`` that ``ctx`` declares: this module
 imports the context, never the reverse. The tree of one yield (leaves and groups,
-how a group is decided) is ``engine.branches``; the rest -- one state
-machine with its event and outcome types, read as one -- is about 500
-lines.
+how a group is decided) is ``branches``, the journal entries it reads and the
+outcomes it answers are ``events``.
+
+Over 400 lines: one state machine (``Replay``), read as one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from weft_django.engine.replay.branches import (
     Group,
@@ -35,6 +35,17 @@ from weft_django.engine.replay.branches import (
     settle_parent,
 )
 from weft_django.engine.replay.errors_codec import error_record, rebuild_error
+from weft_django.engine.replay.events import (
+    INFO_KINDS,
+    SIDE_EFFECT_KINDS,
+    ContinuedAsNew,
+    Diverged,
+    Event,
+    Failed,
+    Finished,
+    Frontier,
+    Outcome,
+)
 from weft_django.engine.replay.sandbox import (
     WorkflowDatabaseAccessError as WorkflowDatabaseAccessError,
 )
@@ -47,7 +58,6 @@ from weft_django.engine.workflow.commands import (
     All,
     Command,
     ContinueAsNew,
-    LeafKind,
     Race,
     WaitSignal,
     WaitUntil,
@@ -56,66 +66,6 @@ from weft_django.engine.workflow.context import SideEffectKind, WorkflowContext
 from weft_django.engine.workflow.definitions import WorkflowDefinition
 from weft_django.engine.workflow.patches import DEPRECATED_MARKER, is_deprecated_marker
 from weft_django.errors import NonDeterminismError, PayloadTypeMismatch, WorkflowCancelled
-
-RecordedKind = SideEffectKind | Literal["patch"]
-InfoKind = Literal["async-token", "async-handout"]
-EventKind = (
-    LeafKind
-    | RecordedKind
-    | InfoKind
-    | Literal["signal-handler", "cancel", "update", "update-done"]
-)
-"""What a journal entry records: a leaf command's outcome, a recorded value, a
-note about a leaf (its async token, its hand-out), a signal handler's delivery,
-the delivery of a cancel with a grace (``WorkflowCancelled`` at that point),
-an update's delivery to its handler and the handler's answer (``engine.updates``)."""
-
-SIDE_EFFECT_KINDS: frozenset[str] = frozenset({"now", "uuid", "random", "patch"})
-INFO_KINDS: frozenset[str] = frozenset({"async-token", "async-handout"})
-
-
-@dataclass
-class Event:
-    """One journal entry as the replay sees it."""
-
-    position: int
-    kind: EventKind
-    command: int | None = None
-    target: str = ""
-    result: Any = None
-    error: Any = None
-
-
-@dataclass(frozen=True)
-class Frontier:
-    """The body is blocked; these leaves are open and need the engine."""
-
-    open: list[Leaf]
-
-
-@dataclass(frozen=True)
-class Finished:
-    result: Any
-
-
-@dataclass(frozen=True)
-class Failed:
-    error: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ContinuedAsNew:
-    input: Any
-
-
-@dataclass(frozen=True)
-class Diverged:
-    """The code no longer matches the journal (the run is suspended)."""
-
-    error: NonDeterminismError
-
-
-Outcome = Frontier | Finished | Failed | ContinuedAsNew | Diverged
 
 
 class _Divergence(BaseException):

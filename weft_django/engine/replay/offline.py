@@ -22,15 +22,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from weft_django.engine.replay.machine import (
+from weft_django.engine.replay.events import (
     INFO_KINDS,
     ContinuedAsNew,
     Diverged,
     Event,
     Failed,
     Outcome,
-    Replay,
 )
+from weft_django.engine.replay.machine import Replay
 from weft_django.engine.replay.sandbox import database_refused
 from weft_django.engine.workflow.definitions import WorkflowDefinition
 from weft_django.errors import NonDeterminismError

@@ -23,7 +23,8 @@ from typing import Any, Literal, get_args
 from weft_django.conf import get_settings
 from weft_django.engine.journal import load_events
 from weft_django.engine.queues.flow import waiting_reason
-from weft_django.engine.replay.machine import Frontier, Replay
+from weft_django.engine.replay.events import Frontier
+from weft_django.engine.replay.machine import Replay
 from weft_django.engine.workflow.commands import RunActivity, WaitSignal, WaitUntil
 from weft_django.engine.workflow.definitions import get_workflow
 from weft_django.inspection.format import iso, local_clock, relative

@@ -16,9 +16,11 @@ The package holds every step of a turn, all writing through that one checkpoint:
 ``commit`` (the turn's state and its checkpoint), ``steps`` (the command class -> step
 table) and a module per kind of step (``activity``, ``async_activity``, ``routed``,
 ``child``, ``detached``, ``signal_workflow``, ``waits``, ``update``), the attempts in flight
-(``pending``, ``concurrent``, ``activity_slots``), ``park`` (timers of a parked run),
-``finish`` (the terminal commit, ``continue_as_new``, post-commit effects), ``cancel``,
-``failures``, ``publish`` and ``update_answers``. A turn sees its engine only as a
+(``concurrent``, ``activity_slots``), ``park`` (timers of a parked run), ``finish`` (the
+terminal commit, ``continue_as_new``, post-commit effects), ``cancel``, ``failures``,
+``publish`` and ``update_answers``. An attempt the turn started and has not committed
+(``engine.activities.pending``) and the log line of a failed attempt or run
+(``engine.activities.attempt_log``) are the activities'. A turn sees its engine only as a
 ``TurnHost`` and imports no transport.
 """
 
@@ -30,14 +32,8 @@ from weft_django.codecs.stored import readable
 from weft_django.engine import tracing
 from weft_django.engine.journal import RunInbox, load_events, load_inbox
 from weft_django.engine.replay.errors_codec import error_record
-from weft_django.engine.replay.machine import (
-    ContinuedAsNew,
-    Diverged,
-    Failed,
-    Finished,
-    Leaf,
-    Replay,
-)
+from weft_django.engine.replay.events import ContinuedAsNew, Diverged, Failed, Finished
+from weft_django.engine.replay.machine import Leaf, Replay
 from weft_django.engine.turn.async_activity import void_async_tokens
 from weft_django.engine.turn.cancel import cancel_error, deliver_cancel
 from weft_django.engine.turn.child import cancel_abandoned_children

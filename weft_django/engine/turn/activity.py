@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from weft_django.engine import tracing
+from weft_django.engine.activities import attempt_log
 from weft_django.engine.activities.atomic import run_atomic
 from weft_django.engine.activities.executor import ActivityOutcome
 from weft_django.engine.activities.heartbeats import heartbeat_sink
@@ -34,6 +35,7 @@ from weft_django.engine.activities.info import (
     AttemptControl,
     idempotency_key,
 )
+from weft_django.engine.activities.pending import OnSuccess, PendingAttempt
 from weft_django.engine.activities.started import (
     MARKER_KIND,
     AttemptInterrupted,
@@ -44,17 +46,16 @@ from weft_django.engine.journal import RunInbox
 from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.replay.tracebacks import activity_cause, safe_str
 from weft_django.engine.runs.metrics import attempt_outcome, record_attempt
-from weft_django.engine.turn import attempt_log
 from weft_django.engine.turn.activity_slots import (
     activity_slot,
     release_activity_slot,
     wait_for_activity_slot,
 )
 from weft_django.engine.turn.commit import TurnAborted, TurnState
-from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
 from weft_django.engine.turn.routed import expire_routed, start_routed
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 from weft_django.engine.workflow.commands import RunActivity
-from weft_django.engine.workflow.definitions import ActivityDefinition, get_activity
+from weft_django.engine.workflow.definitions import get_activity
 from weft_django.engine.workflow.payload import normalize
 from weft_django.errors import ActivityError, ActivityErrorKind, PayloadError
 from weft_django.kernel.clock import wall_ms

@@ -14,7 +14,8 @@ import secrets
 from typing import Any
 
 from weft_django.engine.journal import RunInbox, async_token, hash_token
-from weft_django.engine.replay.machine import Event, Leaf
+from weft_django.engine.replay.events import Event
+from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.turn.activity import start_attempt
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.workflow.commands import StartAsyncActivity

@@ -22,7 +22,8 @@ from django.db.models import F
 from weft_django.engine.host import TurnHost
 from weft_django.engine.journal import RunInbox, journal_write
 from weft_django.engine.replay.errors_codec import error_record
-from weft_django.engine.replay.machine import Event, Failed, Finished, Leaf, Replay
+from weft_django.engine.replay.events import Event, Failed, Finished
+from weft_django.engine.replay.machine import Leaf, Replay
 from weft_django.engine.turn.publish import rows_for
 from weft_django.engine.turn.update_answers import announce_answers
 from weft_django.errors import EngineDeposedError
@@ -42,7 +43,7 @@ from weft_django.ownership.ops import (
 from weft_django.warnings import warn_claim_lost
 
 if TYPE_CHECKING:
-    from weft_django.engine.turn.pending import PendingAttempt
+    from weft_django.engine.activities.pending import PendingAttempt
 
 # The statuses a turn may write under (``models.DRIVABLE_STATUSES``): any
 # other means the run was stopped (cancelled, suspended, purged) under the turn.

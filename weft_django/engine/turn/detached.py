@@ -16,7 +16,8 @@ from __future__ import annotations
 from weft_django.engine import tracing
 from weft_django.engine.operations.start import live_insert
 from weft_django.engine.replay.errors_codec import error_record
-from weft_django.engine.replay.machine import Event, Leaf
+from weft_django.engine.replay.events import Event
+from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.turn.child_start import after_child_commit, child_row
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.workflow.commands import StartChild

@@ -18,11 +18,11 @@ from django.utils import timezone
 
 from weft_django.engine import signals as weft_signals
 from weft_django.engine import tracing
+from weft_django.engine.activities import attempt_log
 from weft_django.engine.journal import bump_parent
 from weft_django.engine.queues.freed import announce_slot_freed
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.runs.metrics import record_run_end
-from weft_django.engine.turn import attempt_log
 from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import HeldResult, TurnAborted, TurnState
 from weft_django.engine.turn.publish import CarrySearchAttributes

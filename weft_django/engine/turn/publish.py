@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from weft_django.engine.replay.machine import Event, Replay
+from weft_django.engine.replay.events import Event
+from weft_django.engine.replay.machine import Replay
 from weft_django.engine.wakes import Wake, announce
 from weft_django.engine.workflow.publish import PUBLISH_KINDS
 from weft_django.kernel.attribute_types import COLUMNS, from_json

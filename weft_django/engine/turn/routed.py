@@ -16,11 +16,11 @@ from typing import Any
 
 from weft_django.engine import tracing
 from weft_django.engine.activities.info import ActivityInfo, AttemptControl, idempotency_key
+from weft_django.engine.activities.pending import OnSuccess, PendingAttempt
 from weft_django.engine.activities.routed import prepare_routed, routed_definition
 from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.turn.commit import TurnState
-from weft_django.engine.turn.pending import OnSuccess, PendingAttempt
-from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 from weft_django.errors import ActivityError, PayloadError
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import RoutedAttempt, RoutedStatus

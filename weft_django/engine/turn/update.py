@@ -15,7 +15,7 @@ the callers waiting for it (``engine.update_answers``).
 from __future__ import annotations
 
 from weft_django.engine.journal import RunInbox
-from weft_django.engine.replay.machine import Event
+from weft_django.engine.replay.events import Event
 from weft_django.engine.replay.updates import update_payload
 from weft_django.engine.turn.commit import TurnState
 from weft_django.models import UpdateRequest

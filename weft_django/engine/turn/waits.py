@@ -9,7 +9,8 @@ still unset), so a signal is delivered exactly once even when two turns race.
 from __future__ import annotations
 
 from weft_django.engine.journal import RunInbox
-from weft_django.engine.replay.machine import Event, Leaf
+from weft_django.engine.replay.events import Event
+from weft_django.engine.replay.machine import Leaf
 from weft_django.engine.turn.commit import TurnState
 from weft_django.engine.workflow.commands import Sleep, WaitSignal, WaitUntil
 from weft_django.errors import WorkflowTimeoutError

@@ -13,7 +13,7 @@ from typing import Any
 
 from weft_django.engine.activities.executor import Attempt
 from weft_django.engine.replay.machine import Leaf
-from weft_django.engine.workflow.definitions import ActivityDefinition
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 
 OnSuccess = Callable[[Any], bool]
 """Called with an attempt's (normalized) value instead of settling the leaf."""

@@ -27,11 +27,10 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from weft_django.admin.base import db
 from weft_django.inspection import format_age, format_instant
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import JournalEntry, Timer, WorkflowRun
-
-from .base import db
 
 #: The most journal steps drawn.
 CHART_ROWS = 60

@@ -16,6 +16,10 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from weft_django import client
+from weft_django.admin.base import WeftDatabaseMixin, actor, admin_link, db, payload_pre, shown
+from weft_django.admin.reporting import ActionReport, refusal_reason
+from weft_django.admin.search import EXACT_SEARCH_HELP, ExactSearchMixin, exact_or_prefix
+from weft_django.admin.timeline import claim_timeline
 from weft_django.db.counting import BoundedCountPaginator
 from weft_django.engine.operations.bulk import BulkAction, BulkLog, run_many_on
 from weft_django.engine.runs.filters import PARAM_KEYS, RunFilter
@@ -24,20 +28,16 @@ from weft_django.inspection import claim_state, format_age
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import RunSearchAttribute, WorkflowClaim, WorkflowRun
 
-from .base import WeftDatabaseMixin, actor, admin_link, db, payload_pre, shown
+from .columns import RunListMixin
+from .confirm import confirmation_page, confirmed
+from .filters import CancelRequestedFilter, IndexedValuesFilter
+from .inlines import ActivityHeartbeatInline, TimerInline
+from .layout import RunLayoutMixin
+from .page import error_html, journal_html, journal_page, requested_page, waits_html
 from .repair import repair_urls
 from .replay_action import replay_against_current_code
-from .reporting import ActionReport, refusal_reason
-from .run_confirm import confirmation_page, confirmed
-from .run_filters import CancelRequestedFilter, IndexedValuesFilter
-from .run_inlines import ActivityHeartbeatInline, TimerInline
-from .run_layout import RunLayoutMixin
-from .run_list import RunListMixin
-from .run_page import error_html, journal_html, journal_page, requested_page, waits_html
-from .run_times import RunTimesMixin
-from .search import EXACT_SEARCH_HELP, ExactSearchMixin, exact_or_prefix
 from .search_attributes import attribute_filters, attributes_html
-from .timeline import claim_timeline
+from .times import RunTimesMixin
 
 RunAction = Callable[[str, str], Any]
 """``(workflow_id, actor)``: one client call of an admin action."""
@@ -85,7 +85,7 @@ class WorkflowRunAdmin(
     # no second count of every run for "N total".
     paginator = BoundedCountPaginator
     show_full_result_count = False
-    # The journal is shown once, paged: the "Journal timeline" field (``run_page``).
+    # The journal is shown once, paged: the "Journal timeline" field (``runs.page``).
     inlines = (TimerInline, ActivityHeartbeatInline)
     actions = (
         "cancel_runs",
@@ -227,7 +227,7 @@ class WorkflowRunAdmin(
         return journal_html(run)
 
     def get_urls(self) -> list[Any]:
-        # ``<pk>/repair/<position>/``: fork or reset from a journal entry (``admin.repair``).
+        # ``<pk>/repair/<position>/``: fork or reset from a journal entry (``admin.runs.repair``).
         return [*repair_urls(self), *super().get_urls()]
 
     def change_view(

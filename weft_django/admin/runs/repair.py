@@ -20,11 +20,10 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from weft_django import client
+from weft_django.admin.base import actor, db
 from weft_django.client.audit import log_repair
 from weft_django.errors import WeftError
 from weft_django.models import WorkflowRun
-
-from .base import actor, db
 
 
 def repair_urls(model_admin: admin.ModelAdmin[WorkflowRun]) -> list[URLPattern]:

@@ -8,11 +8,10 @@ from django.contrib import admin
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from weft_django.admin.base import ReadOnlyInline, admin_link, payload_text, pre_json
 from weft_django.inspection import format_age, format_ms
 from weft_django.kernel.clock import wall_ms
 from weft_django.models import ActivityHeartbeat, JournalEntry, Timer
-
-from .base import ReadOnlyInline, admin_link, payload_text, pre_json
 
 
 class JournalEntryInline(ReadOnlyInline):

@@ -14,10 +14,10 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
+from weft_django.admin.base import db
 from weft_django.models import RunSearchAttribute, WorkflowRun
 
-from .base import db
-from .run_chart import run_chart
+from .chart import run_chart
 
 #: Shown whatever their value.
 ALWAYS = {"workflow_id", "status", "name", "id", "created_text", "duration", "claim_state_text"}

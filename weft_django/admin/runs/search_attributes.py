@@ -19,10 +19,9 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from weft_django.admin.base import db
 from weft_django.conf import get_settings
 from weft_django.models import RunSearchAttribute, WorkflowRun
-
-from .base import db
 
 #: Values a str attribute's list filter offers (the most common first).
 MAX_CHOICES = 20

@@ -20,11 +20,10 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from weft_django.admin.base import json_text
+from weft_django.admin.timeline import JOURNAL_PAGE_PARAM, journal_timeline
 from weft_django.engine.runs.waits import run_waits
 from weft_django.models import WorkflowRun
-
-from .base import json_text
-from .timeline import JOURNAL_PAGE_PARAM, journal_timeline
 
 _journal_page: contextvars.ContextVar[int] = contextvars.ContextVar(
     "weft_admin_journal_page", default=1
