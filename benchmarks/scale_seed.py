@@ -89,13 +89,13 @@ def seed_parked(cursor: Any, first: int, last: int, shape: SeedShape, now_ms: in
     cursor.execute(
         "INSERT INTO weft_workflowrun (id, workflow_id, name, status, input, version, wake_at, "
         "wake_seq, parked_seq, turn_started_at, turn_pid, suspended_reason, created_at, "
-        "updated_at, started_at, turn_failures, cancel_reason, priority) "
+        "updated_at, started_at, turn_failures, cancel_reason, priority, fairness_weight) "
         "SELECT md5('scale-run-' || g)::uuid, 'scale-' || lpad(g::text, 7, '0'), "
         "CASE WHEN mod(g, 2) = 1 THEN 'bench-sleeper' ELSE 'bench-parked' END, 'parked', "
         "CASE WHEN mod(g, 2) = 1 THEN jsonb_build_object('seconds', 86400, 'id', g) "
         "ELSE '{}'::jsonb END, 3, "
         "CASE WHEN mod(g, 2) = 1 THEN %s + g ELSE NULL END, 0, 0, %s, 4242, '', "
-        "c, c + interval '60 ms', c + interval '20 ms', 0, '', 0 "
+        "c, c + interval '60 ms', c + interval '20 ms', 0, '', 0, 1 "
         "FROM generate_series(%s, %s) AS g, "
         "LATERAL (SELECT now() - g * interval '5 minutes') AS t(c)",
         [now_ms + HORIZON_MS, now_ms, *rng],
@@ -151,9 +151,9 @@ def insert_pending(cursor: Any, prefix: str, count: int) -> None:
     cursor.execute(
         "INSERT INTO weft_workflowrun (id, workflow_id, name, status, input, version, "
         "wake_seq, parked_seq, suspended_reason, created_at, updated_at, turn_failures, "
-        "cancel_reason, priority) "
+        "cancel_reason, priority, fairness_weight) "
         "SELECT gen_random_uuid(), %s || '-' || k, 'bench-sleeper', 'pending', "
-        "jsonb_build_object('seconds', 86400), 0, 0, 0, '', now(), now(), 0, '', 0 "
+        "jsonb_build_object('seconds', 86400), 0, 0, 0, '', now(), now(), 0, '', 0, 1 "
         "FROM generate_series(1, %s) AS k",
         [prefix, count],
     )
