@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -306,6 +307,8 @@ def test_cancel_reaches_a_heartbeating_activity_and_its_result_is_discarded(
     key = "beating"
     workflow_id = "procs-beating"
     staff = django_user_model.objects.create_user("procs-staff", is_staff=True)
+    # Heartbeat details are payloads: shown to holders of weft.view_payload only.
+    staff.user_permissions.add(Permission.objects.get(codename="view_payload"))
     api = APIClient()
     api.force_login(staff)
     worker = _worker("procs-cancel", tmp_path)

@@ -88,9 +88,12 @@ def errors_of(api: Api, run: WorkflowRun, records: list[dict[str, Any]]) -> list
             continue
         if index < last:
             # Followed by another attempt without having failed by itself: the
-            # policy counted a timeout (the attempt number moved on), or the
-            # worker stopped and the attempt was started again by a takeover.
-            if records[index + 1].get("attempt") != record.get("attempt"):
+            # worker stopped and another engine took the task over (an attempt
+            # its engine's death cut short is counted, so the number moves on
+            # then too), or the policy counted a timeout on the same worker.
+            following = records[index + 1]
+            taken_over = following.get("worker_id") != record.get("worker_id")
+            if not taken_over and following.get("attempt") != record.get("attempt"):
                 errors.append(_error(api, "builtins.TimeoutError", "the attempt timed out"))
             else:
                 engine = record.get("worker_id")
