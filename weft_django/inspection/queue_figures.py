@@ -1,7 +1,7 @@
 """Per-queue figures: waiting, running (slots held), admitted and rate-limited.
 
-Why here: ``weft_status`` (text and ``--json``), the Prometheus collector and
-the admin's queue list must show the same numbers, counted by the same rules
+Invariant: ``weft_status`` (text and ``--json``), the Prometheus collector and
+the admin's queue list show the same numbers, counted by the same rules
 the admission uses (``ownership.slots``: a slot counts only while its claim
 generation is current and its run holds it). The label set is closed: one
 entry per queue ``WEFT["QUEUES"]`` declares, whatever the runs say.
