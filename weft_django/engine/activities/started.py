@@ -27,8 +27,10 @@ A deposed engine's marker is refused, and that engine runs nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Final
 
+from weft_django.engine.workflow.activity_definition import ActivityDefinition
 from weft_django.models import DRIVABLE_STATUSES, Timer
 from weft_django.ownership.fence import fence_conditions, fenced_commit
 from weft_django.ownership.host import OwnershipHost
@@ -39,6 +41,7 @@ __all__ = [
     "MARKER_KIND",
     "NEVER",
     "AttemptInterrupted",
+    "interrupted_policy",
     "marked_attempt",
     "record_started",
 ]
@@ -103,3 +106,19 @@ def _epoch(fence: list[Any]) -> int:
         if isinstance(condition, ClaimCondition | LeaseCondition):
             return condition.epoch
     return 0
+
+
+def interrupted_policy(
+    definition: ActivityDefinition, max_recovery_attempts: int
+) -> ActivityDefinition:
+    """The retry policy an attempt its engine's death interrupted obeys.
+
+    An activity that declares ``retries`` obeys them: a poison activity that
+    kills its process fails after ``retries + 1`` engine deaths. One that
+    declares none (``retries=0``, the default) still survives an engine's
+    death -- durable execution's promise -- but only ``MAX_RECOVERY_ATTEMPTS``
+    times, so a poison activity cannot take the fleet down one engine at a time.
+    """
+    if definition.retries > 0:
+        return definition
+    return dataclasses.replace(definition, retries=max(1, max_recovery_attempts) - 1)

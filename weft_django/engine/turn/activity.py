@@ -21,7 +21,6 @@ the position, the attempt number and the epoch are known, with the
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from typing import Any
@@ -40,6 +39,7 @@ from weft_django.engine.activities.pending import OnSuccess, PendingAttempt
 from weft_django.engine.activities.started import (
     MARKER_KIND,
     AttemptInterrupted,
+    interrupted_policy,
     marked_attempt,
     record_started,
 )
@@ -168,22 +168,8 @@ def _interrupted(turn: TurnState, leaf: Leaf, name: str, number: int, engine_id:
         return turn.settle(leaf, error=ActivityError(name, str(exc), kind="non_retryable"))
     record_attempt(turn.host.metrics, name, "failed", 0.0)
     outcome = ActivityOutcome(ok=False, error=AttemptInterrupted(engine_id))
-    return finish_outcome(turn, leaf, interrupted_policy(turn, definition), number, outcome)
-
-
-def interrupted_policy(turn: TurnState, definition: ActivityDefinition) -> ActivityDefinition:
-    """The retry policy an attempt its engine's death interrupted obeys.
-
-    An activity that declares ``retries`` obeys them: a poison activity that
-    kills its process fails after ``retries + 1`` engine deaths. One that
-    declares none (``retries=0``, the default) still survives an engine's
-    death -- durable execution's promise -- but only ``MAX_RECOVERY_ATTEMPTS``
-    times, so a poison activity cannot take the fleet down one engine at a time.
-    """
-    if definition.retries > 0:
-        return definition
-    limit = max(1, turn.host.settings.max_recovery_attempts)
-    return dataclasses.replace(definition, retries=limit - 1)
+    policy = interrupted_policy(definition, turn.host.settings.max_recovery_attempts)
+    return finish_outcome(turn, leaf, policy, number, outcome)
 
 
 def _run_atomic(
