@@ -1,5 +1,5 @@
 """A turn that raises is retried with backoff a bounded number of times, then
-the run is suspended with the error recorded (issue #14, item 1).
+the run is suspended with the error recorded.
 
 The turn escapes its own failure handling here two ways: an ``on_signal``
 handler that raises while its signal is delivered (no command failed, so
@@ -222,3 +222,52 @@ def test_when_suspending_fails_too_the_run_still_backs_off(weft_env, monkeypatch
     assert (run.status, run.turn_failures) == ("running", 1)
     assert run.turn_retry_at == weft_env.clock() + turn_failures.retry_delay_ms(1)
     assert weft_env.run_until_idle() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_outage_backs_off_but_never_suspends(weft_env, monkeypatch):
+    """Turns that fail because the database refused the connection ("too many
+    clients") are retried with the same backoff, past the bound, and the run
+    completes once the database serves again."""
+    from django.db import OperationalError
+
+    outage = {"left": 8}
+    real = Turn.drive
+
+    def drive(self):
+        if outage["left"] > 0:
+            outage["left"] -= 1
+            try:
+                raise RuntimeError("connect")
+            except RuntimeError as cause:
+                raise OperationalError("FATAL: sorry, too many clients already") from cause
+        return real(self)
+
+    monkeypatch.setattr(Turn, "drive", drive)
+    client.start("tf-plain", 3, workflow_id="tf-outage")
+    for _ in range(1200):  # up to 600 s of engine time: backoffs 1, 2, 4 ... 60 s
+        if latest("tf-outage").status not in ("pending", "running"):
+            break
+        _passes(weft_env, 1, 500)
+    limit = weft_env.engine.settings.turn_max_failures
+    assert outage["left"] == 0 and limit < 8
+    run = latest("tf-outage")
+    assert run.status == "completed", (run.status, run.error)
+    assert run.turn_failures == 0
+
+
+def test_only_database_errors_count_as_an_outage():
+    from django.db import DataError, IntegrityError, InterfaceError, OperationalError
+
+    assert turn_failures.is_database_outage(OperationalError("too many clients"))
+    assert turn_failures.is_database_outage(InterfaceError("connection already closed"))
+    try:
+        try:
+            raise InterfaceError("dropped")
+        except InterfaceError as inner:
+            raise RuntimeError("while driving") from inner
+    except RuntimeError as wrapped:
+        assert turn_failures.is_database_outage(wrapped)
+    assert not turn_failures.is_database_outage(IntegrityError("duplicate key"))
+    assert not turn_failures.is_database_outage(DataError("value too long"))
+    assert not turn_failures.is_database_outage(ValueError("handler refuses"))

@@ -13,6 +13,10 @@ scheduler's turn threads and the Celery pool's task body call it):
   ``MAX_RETRY_DELAY_MS``). Nothing drives the run before then: the
   maintenance pass and the Celery node's stranded finder skip it
   (``querysets.out_of_backoff_q``) and ``Engine.drive`` refuses it;
+* a failure that is the database being unreachable (``is_database_outage``:
+  too many clients, a refused or dropped connection) backs off like any
+  other but never suspends the run: an outage is not the workflow's fault,
+  and every run of the fleet would otherwise be parked by one;
 * failure ``n == TURN_MAX_FAILURES``: the run becomes ``suspended`` with the
   error recorded (``errors_codec.error_record`` with its traceback), the claim
   released, and a WARNING logged with ``record.weft`` (event
@@ -49,6 +53,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from django import db
 from django.db.models import F
 
 from weft_django.engine.host import TurnHost
@@ -92,6 +97,26 @@ def retry_delay_ms(failures: int) -> int:
     return min(MAX_RETRY_DELAY_MS, BASE_RETRY_DELAY_MS * 2 ** min(failures - 1, 30))
 
 
+def is_database_outage(exc: BaseException) -> bool:
+    """``exc`` (or what it was raised from) is the database failing to serve:
+    a refused or dropped connection, too many clients, a server shutting
+    down, a statement it cancelled (a deadlock, a timeout).
+
+    Django raises these as ``OperationalError`` / ``InterfaceError``, which a
+    later retry may pass; a query the server rejected for what it says (a
+    constraint, bad data: ``IntegrityError``, ``DataError``) is another class
+    and still counts toward the bound.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (db.InterfaceError, db.OperationalError)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def record_turn_failure(host: TurnHost, run_id: Any, exc: BaseException) -> TurnFailure:
     """Count the turn of ``run_id`` that raised ``exc``; back off or suspend.
 
@@ -115,8 +140,12 @@ def _record(host: TurnHost, run_id: Any, exc: BaseException) -> TurnFailure:
     failures = run.turn_failures + 1
     limit = host.settings.turn_max_failures
     try:
-        # A payload that does not decode will not decode next time either.
-        if failures >= limit or isinstance(exc, PayloadUnreadable):
+        # A payload that does not decode will not decode next time either;
+        # a database that refused or dropped the connection is not the run's
+        # fault: it backs off (up to the cap) but never suspends the run.
+        if isinstance(exc, PayloadUnreadable) or (
+            failures >= limit and not is_database_outage(exc)
+        ):
             try:
                 return _suspend(host, run, exc, failures)
             except (EngineDeposedError, TurnAborted):
