@@ -94,3 +94,15 @@ def test_a_queued_runs_pickup_goes_to_its_queues_celery_queue(monkeypatch) -> No
     assert messages.send_pickup("r1", weft_queue="reports")
     assert messages.send_pickup("r2")
     assert sent == ["weft.q.reports", "weft"]
+
+
+def test_a_start_wake_names_its_queue_and_no_row_is_read() -> None:
+    from weft_django.engine.wakes import Wake
+    from weft_django.transports.celery.wakes import declared_queue_of
+
+    declared = {"reports": object()}
+    # "nowhere": a database alias that does not exist -- reading it would raise.
+    assert declared_queue_of(Wake("start", "r", "nowhere", queue="reports"), declared) == "reports"
+    assert declared_queue_of(Wake("start", "r", "nowhere", queue=""), declared) is None
+    assert declared_queue_of(Wake("start", "r", "nowhere", queue="gone"), declared) is None
+    assert declared_queue_of(Wake("start", "r", "nowhere"), {}) is None

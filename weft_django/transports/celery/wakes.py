@@ -51,16 +51,20 @@ def owner_of_run(using: str, run_id: Any) -> Owner | None:
     return Owner(row[0], row[1], int(row[2] or 0), row[3])
 
 
-def declared_queue_of(using: str, run_id: Any, declared: Collection[str]) -> str | None:
-    """The run's queue if ``WEFT["QUEUES"]`` declares it (its pickup goes to that
-    queue's Celery queue); ``None`` otherwise -- no query without declared queues."""
+def declared_queue_of(wake: Wake, declared: Collection[str]) -> str | None:
+    """The woken run's queue if ``WEFT["QUEUES"]`` declares it (its pickup goes to
+    that queue's Celery queue); ``None`` otherwise. Read from the wake when its
+    announcer gave it (``client.start``), else from the row -- never without
+    declared queues."""
     if not declared:
         return None
-    from weft_django.models import WorkflowRun
+    name = wake.queue
+    if name is None:
+        from weft_django.models import WorkflowRun
 
-    queue = WorkflowRun.objects.using(using).filter(pk=run_id).values_list("queue", flat=True)
-    name = queue.first()
-    return name if name is not None and name in declared else None
+        rows = WorkflowRun.objects.using(wake.using).filter(pk=wake.run_id)
+        name = rows.values_list("queue", flat=True).first()
+    return name if name and name in declared else None
 
 
 def route_wake(wake: Wake) -> None:
@@ -80,7 +84,7 @@ def route_wake(wake: Wake) -> None:
             wake.run_id,
             eta_ms=eta,
             workflow_id=wake.workflow_id,
-            weft_queue=declared_queue_of(wake.using, wake.run_id, settings.queues),
+            weft_queue=declared_queue_of(wake, settings.queues),
         )
         return
     owner = owner_of_run(wake.using, wake.run_id)
