@@ -17,12 +17,23 @@ from weft_django.transports.celery.pool import state
 
 
 @contextmanager
-def as_pool_process(engine_id: str, node_name: str, *, concurrency: int = 1) -> Iterator[None]:
-    """Mint a ``solo`` node identity for this process; on exit, dispose of
-    the pool engine the task built and restore the identity before."""
+def as_pool_process(
+    engine_id: str,
+    node_name: str,
+    *,
+    concurrency: int = 1,
+    served_queues: frozenset[str] | None = None,
+) -> Iterator[None]:
+    """Mint a ``solo`` node identity for this process (serving ``served_queues``);
+    on exit, dispose of the pool engine the task built and restore the identity before."""
     before = node_identity.minted.current
     node_identity.minted.current = node_identity.NodeIdentity(
-        engine_id, node_name, "solo", os.getpid(), concurrency=concurrency
+        engine_id,
+        node_name,
+        "solo",
+        os.getpid(),
+        concurrency=concurrency,
+        served_queues=served_queues,
     )
     try:
         yield

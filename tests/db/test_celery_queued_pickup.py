@@ -60,3 +60,17 @@ def test_a_pickup_of_a_run_whose_queue_has_room_admits_it_with_a_slot(node: None
     assert slot.counts_for_rate, "admitted as a new start, counted by the rate"
     claim = WorkflowClaim.objects.get(pk="rated-2")
     assert (claim.engine_id, claim.epoch) == ("node-q", slot.epoch)
+
+
+def test_a_pickup_of_a_run_of_a_queue_the_node_does_not_serve_leaves_it_pending() -> None:
+    with (
+        as_pool_process("node-q2", "celery@other", served_queues=frozenset({"other"})),
+        override_settings(WEFT={"QUEUES": {**QUEUES, "other": {}}}),
+    ):
+        run = WorkflowRun.objects.create(
+            workflow_id="rated-3", name="three-steps", status="pending", queue="rated"
+        )
+        assert run_pickup(str(run.pk), workflow_id=run.workflow_id) == "not-served"
+        run.refresh_from_db()
+        assert run.status == "pending"
+        assert not QueueSlot.objects.filter(workflow_id="rated-3").exists()

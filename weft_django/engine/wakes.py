@@ -58,6 +58,9 @@ class Wake:
     #: Backends (``WakeBackend.name``) the write's own statement already
     #: delivered through (``WakeBackend.in_statement``): ``deliver`` skips them.
     delivered_by: frozenset[str] = frozenset()
+    #: The run's queue, when the announcer has it at hand (``""``: none); ``None``:
+    #: not given. A backend that routes pickups by queue reads it instead of the row.
+    queue: str | None = None
 
     @property
     def is_pickup(self) -> bool:

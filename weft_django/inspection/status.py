@@ -138,6 +138,8 @@ class EngineStatus:
     heartbeat_age_s: float
     claims_held: int
     counters: ClaimMetricsSnapshot
+    #: The queues it admits runs of (``EngineRecord.queues``); ``None``: every one.
+    queues: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -154,6 +156,7 @@ class EngineStatus:
             "heartbeat_age_s": round(self.heartbeat_age_s, 3),
             "claims_held": self.claims_held,
             "counters": self.counters.to_json(),
+            "queues": None if self.queues is None else list(self.queues),
         }
 
 
@@ -271,6 +274,7 @@ def cluster_status(
             heartbeat_age_s=(now - r.heartbeat_at) / 1000,
             claims_held=claims_per_engine.get(r.engine_id, 0),
             counters=ClaimMetricsSnapshot.from_json(r.metrics),
+            queues=r.queues,
         )
         for r in shown
     ]

@@ -280,7 +280,7 @@ def start(new: NewRun, carried: Carried | None = None) -> tuple[WorkflowRun, boo
         if existing is not None:
             return existing, False
         raise WorkflowAlreadyRunning(new.workflow_id)
-    announce(Wake("start", str(run.pk), db, new.workflow_id, new.start_at))
+    announce(Wake("start", str(run.pk), db, new.workflow_id, new.start_at, queue=run.queue or ""))
     return run, True
 
 

@@ -52,7 +52,8 @@ class WeftNodeStep(bootsteps.StartStopStep):
         logger.info(
             "weft: node %s is a weft engine (%s)", getattr(parent, "hostname", "?"), decision.why
         )
-        prepare_node(parent, queue=queue)
+        selected, excluded = worker_options.of(parent)
+        prepare_node(parent, queue=queue, selected=selected, excluded=excluded)
         keep_connections_for_weft_tasks(parent.app)
 
     def include_if(self, parent: Any) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weft_django.conf import get_settings
+from weft_django.transports.celery.served import consumed_for, served_by
 
 logger = logging.getLogger("weft_django.transports.celery")
 
@@ -32,8 +33,11 @@ class NodeIdentity:
     main_pid: int
     #: The pool's processes (threads): a node's room is twice this (``room``).
     concurrency: int = 1
+    #: The weft queues it serves (``served``); ``None``: every declared queue.
+    served_queues: frozenset[str] | None = None
 
     def to_env(self) -> str:
+        served = self.served_queues
         return json.dumps(
             {
                 "e": self.engine_id,
@@ -41,6 +45,7 @@ class NodeIdentity:
                 "p": self.pool,
                 "m": self.main_pid,
                 "c": self.concurrency,
+                "q": None if served is None else sorted(served),
             }
         )
 
@@ -48,12 +53,14 @@ class NodeIdentity:
     def from_env(cls, raw: str | None) -> NodeIdentity | None:
         try:
             data = json.loads(raw or "")
+            served = data.get("q")
             return cls(
                 str(data["e"]),
                 str(data["n"]),
                 str(data["p"]),
                 int(data["m"]),
                 max(1, int(data.get("c", 1))),
+                None if served is None else frozenset(str(q) for q in served),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -89,8 +96,17 @@ def pool_name(pool_cls: Any) -> str:
     return target
 
 
-def prepare_node(worker: Any, *, queue: str) -> NodeIdentity:
-    """Worker init, main process, before the pool forks: check, mint, subscribe."""
+def prepare_node(
+    worker: Any,
+    *,
+    queue: str,
+    selected: list[str] | None = None,
+    excluded: list[str] | None = None,
+) -> NodeIdentity:
+    """Worker init, main process, before the pool forks: check, mint, subscribe.
+
+    ``selected`` / ``excluded``: the worker's ``-Q`` / ``-X`` (``opt_in``), from
+    which the weft queues it serves are read (``served``)."""
     from django.apps import apps
     from django.core.exceptions import ImproperlyConfigured
 
@@ -114,15 +130,28 @@ def prepare_node(worker: Any, *, queue: str) -> NodeIdentity:
         logger.critical(message)
         raise ImproperlyConfigured(message)
     node = str(worker.hostname)
+    declared = list(settings.queues)
+    served = served_by(selected, excluded or [], declared=declared, shared_queue=queue)
+    if served.unknown:
+        logger.warning(
+            "weft: node %s names %s in -Q/-X, but WEFT['QUEUES'] declares no such "
+            "weft queue (declared: %s): it serves nothing through that name",
+            node,
+            ", ".join(repr(n) for n in served.unknown),
+            ", ".join(sorted(declared)) or "none",
+        )
+    logger.info("weft: node %s serves the weft queues: %s", node, served.describe())
     minted.current = NodeIdentity(
         engine_id=f"{node[:160]}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
         node_name=node,
         pool=name,
         main_pid=os.getpid(),
         concurrency=max(1, int(getattr(worker, "concurrency", 0) or 1)),
+        served_queues=served.queues,
     )
     os.environ[ENV_KEY] = minted.current.to_env()  # for pool processes that do not fork
-    worker.app.amqp.queues.select_add(queue)
+    for name in consumed_for(served, declared=declared, shared_queue=queue):
+        worker.app.amqp.queues.select_add(name)
     return minted.current
 
 

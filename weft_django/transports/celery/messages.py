@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from weft_django.conf import get_settings
 from weft_django.kernel.clock import wall_ms
+from weft_django.transports.celery.served import celery_queue
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -191,12 +192,15 @@ def send_pickup(
     workflow_id: str | None = None,
     attempt: int = 0,
     due_ms: int | None = None,
+    weft_queue: str | None = None,
 ) -> bool:
     """``weft.pickup`` on the shared queue: any node may claim the pending run.
 
     ``attempt`` counts re-offers of a pickup a node had no room for;
     ``due_ms`` keeps the first offer's due time across them (the latency
-    logged is the run's, not the re-offer's).
+    logged is the run's, not the re-offer's). ``weft_queue``: the run's
+    declared queue, whose own Celery queue (``served``: ``weft.q.<name>``)
+    only the nodes serving it consume.
     """
     current = installation.current
     if current is None:
@@ -212,7 +216,7 @@ def send_pickup(
         PICKUP_TASK,
         [str(run_id)],
         options,
-        current.queue,
+        current.queue if weft_queue is None else celery_queue(current.queue, weft_queue),
         now_ms=now,
         expires_ms=due + expiry_ms(),
         eta_ms=eta_ms,

@@ -13,7 +13,8 @@ before anything weft-related is minted or subscribed:
 2. else the queues it consumes: a node started with ``-Q`` is an engine
    only if one of the named queues is an *engine queue* --
    ``install(app, engine_queues=...)``, by default just the weft queue
-   (``-Q weft`` or ``-Q weft,default``); ``-Q emails`` keeps it out;
+   (``-Q weft`` or ``-Q weft,default``), or a queue that carries one weft
+   queue (``-Q weft.q.reports``: ``served``); ``-Q emails`` keeps it out;
 3. a node started without ``-Q`` consumes every queue of the app, the weft
    queue included (as before this rule existed) -- unless ``-X`` excludes
    the weft queue.
@@ -29,6 +30,8 @@ import threading
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from weft_django.transports.celery.served import names_weft_queue
 
 #: The worker option (``--weft/--no-weft``): the bootstep's keyword argument.
 OPTION = "weft"
@@ -66,11 +69,15 @@ def decide(
     named = sorted(set(selected) & set(engine_queues))
     if named:
         return NodeDecision(True, f"consumes the engine queue {named[0]!r} by name (-Q)")
+    carriers = sorted(names_weft_queue(selected, queue))
+    if carriers:
+        return NodeDecision(True, f"consumes the weft queue's Celery queue {carriers[0]!r} (-Q)")
     wanted = ", ".join(repr(q) for q in sorted(engine_queues))
     return NodeDecision(
         False,
         f"-Q {','.join(sorted(selected))} names no engine queue ({wanted}); "
-        f"add {queue!r} to -Q or start it with --weft to make it an engine",
+        f"add {queue!r} (or {queue}.q.<weft queue>) to -Q or start it with --weft "
+        "to make it an engine",
     )
 
 

@@ -103,10 +103,13 @@ class MessageScheduler(TurnScheduler):
 def build_engine(
     ident: NodeIdentity, scheduler: MessageScheduler, cls: type[Engine] | None = None
 ) -> Engine:
-    """An engine of this node (one engine id in every process) on ``scheduler``."""
+    """An engine of this node (one engine id in every process) on ``scheduler``,
+    serving the node's weft queues (``served``: its record names them)."""
     from weft_django.engine import Engine
 
-    return (cls or Engine)(engine_id=ident.engine_id, scheduler=scheduler)
+    engine = (cls or Engine)(engine_id=ident.engine_id, scheduler=scheduler)
+    engine.served_queues = ident.served_queues
+    return engine
 
 
 __all__ = ["MessageScheduler", "build_engine"]

@@ -236,6 +236,10 @@ def run_pickup(
                 return TaskOutcome("not-due", wid)
             _wait_until_due(run.start_at, now)
         if run.queue is not None and run.queue in engine.settings.queues:
+            if engine.served_queues is not None and run.queue not in engine.served_queues:
+                # Not one of this node's queues (a pickup sent before the node's
+                # queues changed): a node serving it admits it.
+                return TaskOutcome("not-served", wid)
             # A run of a declared queue is admitted with a slot, under the queue's
             # lock, count and rate (``engine.queues``), never picked up directly:
             # a direct pickup would be re-admitted at its first turn's gate, which

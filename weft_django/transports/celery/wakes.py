@@ -14,6 +14,7 @@ module while the project's settings are still being imported.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -50,6 +51,22 @@ def owner_of_run(using: str, run_id: Any) -> Owner | None:
     return Owner(row[0], row[1], int(row[2] or 0), row[3])
 
 
+def declared_queue_of(wake: Wake, declared: Collection[str]) -> str | None:
+    """The woken run's queue if ``WEFT["QUEUES"]`` declares it (its pickup goes to
+    that queue's Celery queue); ``None`` otherwise. Read from the wake when its
+    announcer gave it (``client.start``), else from the row -- never without
+    declared queues."""
+    if not declared:
+        return None
+    name = wake.queue
+    if name is None:
+        from weft_django.models import WorkflowRun
+
+        rows = WorkflowRun.objects.using(wake.using).filter(pk=wake.run_id)
+        name = rows.values_list("queue", flat=True).first()
+    return name if name and name in declared else None
+
+
 def route_wake(wake: Wake) -> None:
     """Send the message a committed wake calls for (or nothing: polling covers it)."""
     if wake.event in ("finished", "released"):
@@ -63,7 +80,12 @@ def route_wake(wake: Wake) -> None:
         eta = wake.start_at if wake.start_at is not None and wake.start_at > now else None
         if eta is not None and eta - now > settings.celery_eta_horizon_ms:
             return  # a far delayed start: the nodes' polling picks it up when due
-        send_pickup(wake.run_id, eta_ms=eta, workflow_id=wake.workflow_id)
+        send_pickup(
+            wake.run_id,
+            eta_ms=eta,
+            workflow_id=wake.workflow_id,
+            weft_queue=declared_queue_of(wake, settings.queues),
+        )
         return
     owner = owner_of_run(wake.using, wake.run_id)
     if owner is None or not owner.engine_id or owner.expires_at is None:
