@@ -48,6 +48,7 @@ def tamper(model: Any, pk: Any, column: str) -> str:
     (bypassing the field); the tampered envelope as stored."""
     table = connection.ops.quote_name(model._meta.db_table)
     col = connection.ops.quote_name(column)
+    pk = model._meta.pk.get_db_prep_value(pk, connection)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {col} FROM {table} WHERE {model._meta.pk.column} = %s", [pk])
         (stored,) = cursor.fetchone()
@@ -63,6 +64,7 @@ def tamper(model: Any, pk: Any, column: str) -> str:
 
 def stored(model: Any, pk: Any, column: str) -> Any:
     table = connection.ops.quote_name(model._meta.db_table)
+    pk = model._meta.pk.get_db_prep_value(pk, connection)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {connection.ops.quote_name(column)} FROM {table} "
