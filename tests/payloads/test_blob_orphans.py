@@ -69,9 +69,7 @@ def _age(root: Path, digest: str, seconds: float) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failed_fenced_batch_leaves_an_orphan_that_delete_orphans_removes(
-    weft_env, blob_root
-):
+def test_a_failed_fenced_batch_leaves_an_orphan_that_delete_orphans_removes(weft_env, blob_root):
     h = client.start("bo-wait", {"doc": BIG}, workflow_id="bo-1")
     weft_env.run_until_idle()
     kept = _files(blob_root)

@@ -150,9 +150,9 @@ def test_a_tampered_child_result_suspends_the_parent(weft_env, encrypted):
     weft_env.run_until_idle()
     assert_suspended_naming(h.run_id, "child 'ur-kid' (result)")
     assert stored(WorkflowRun, child.pk, "result") == json.loads(tampered)
-    assert not JournalEntry.objects.filter(run_id=h.run_id, kind="child").exclude(
-        result=None
-    ).exists()
+    assert (
+        not JournalEntry.objects.filter(run_id=h.run_id, kind="child").exclude(result=None).exists()
+    )
 
 
 # -- a schedule's input ---------------------------------------------------------------
@@ -230,9 +230,7 @@ def test_tampered_heartbeat_details_are_never_fed_to_the_run(weft_env, encrypted
     weft_env.run_until_idle()
     beat = ActivityHeartbeat.objects.get(run_id=h.run_id)
     tamper(ActivityHeartbeat, beat.pk, "details")
-    assert type(ActivityHeartbeat.objects.get(pk=beat.pk).details).__name__ == (
-        "UnreadablePayload"
-    )
+    assert type(ActivityHeartbeat.objects.get(pk=beat.pk).details).__name__ == ("UnreadablePayload")
     fresh_replays(weft_env)
     client.signal("ur-heartbeat", "again", None)
     weft_env.run_until_idle()
