@@ -130,6 +130,19 @@ if os.environ.get("WEFT_TURN_MAX_FAILURES"):
 if os.environ.get("WEFT_MAX_RECOVERY_ATTEMPTS"):
     WEFT["MAX_RECOVERY_ATTEMPTS"] = int(os.environ["WEFT_MAX_RECOVERY_ATTEMPTS"])
 
+# Payload codecs and keys from the environment (the encrypted-workload process
+# test, tests/payloads): WEFT_PAYLOAD_CODECS and WEFT_ENCRYPTION_KEYS,
+# comma-separated.
+if os.environ.get("WEFT_PAYLOAD_CODECS"):
+    WEFT["PAYLOAD_CODECS"] = os.environ["WEFT_PAYLOAD_CODECS"].split(",")
+if os.environ.get("WEFT_ENCRYPTION_KEYS"):
+    WEFT["ENCRYPTION_KEYS"] = os.environ["WEFT_ENCRYPTION_KEYS"].split(",")
+# Declared search attributes as JSON (that test's plaintext control).
+if os.environ.get("WEFT_SEARCH_ATTRIBUTES"):
+    import json
+
+    WEFT["SEARCH_ATTRIBUTES"] = json.loads(os.environ["WEFT_SEARCH_ATTRIBUTES"])
+
 # Django's Tasks framework on weft (docs/howto/django-tasks.md): django.tasks on
 # Django >= 6.0, the django-tasks backport on 5.2; both read this one setting.
 TASKS = {"default": {"BACKEND": "weft_django.tasks.WeftTaskBackend", "QUEUES": ["default"]}}

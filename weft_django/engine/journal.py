@@ -93,7 +93,12 @@ class RunInbox:
             .exclude(parent_position__isnull=True)
             .order_by("created_at")
         )
-        return {int(child.parent_position or 0): child for child in children}
+        found = {int(child.parent_position or 0): child for child in children}
+        for child in found.values():  # an ended child's outcome is what the parent reads
+            position = f"child {child.workflow_id!r}"
+            readable(child.result, self.run_id, f"{position} (result)")
+            readable(child.error, self.run_id, f"{position} (error)")
+        return found
 
     @cached_property
     def timers(self) -> dict[tuple[str, int | None], Timer]:

@@ -180,10 +180,41 @@ def blob_problems() -> Iterator[tuple[str, str]]:
         yield "dangling", digest
 
 
+#: ``--delete-orphans`` keeps an orphan younger than this (seconds): a blob
+#: is written before its row's transaction commits, so a young one may
+#: belong to a transaction still open.
+ORPHAN_GRACE_S = 3600.0
+
+
+def delete_orphans(older_than_s: float = ORPHAN_GRACE_S) -> tuple[list[str], list[str]]:
+    """Delete the orphan blobs last written more than ``older_than_s`` ago;
+    ``(deleted, kept)`` digests (kept: too young, or of unknown age).
+
+    Orphans are what a rolled-back write leaves (``codecs.blobs``: blobs are
+    written before COMMIT so that a committed row never refers to a missing
+    blob). The references are read again after the ages, so a blob a
+    transaction committed meanwhile is kept.
+    """
+    if isinstance(older_than_s, bool) or not 0 <= older_than_s < float("inf"):
+        raise ValueError(f"older_than must be a number of seconds >= 0, got {older_than_s!r}")
+    storage = get_settings().payload_storage
+    if storage is None:
+        return [], []
+    orphans = [d for kind, d in blob_problems() if kind == "orphan"]
+    aged = {d: blobs.age_seconds(storage.storage, d) for d in orphans}
+    old = {d for d, age in aged.items() if age is not None and age >= older_than_s}
+    old -= referenced_blobs()
+    for digest in sorted(old):
+        blobs.delete(storage.storage, digest)
+    return sorted(old), sorted(set(orphans) - old)
+
+
 __all__ = [
+    "ORPHAN_GRACE_S",
     "ReencryptReport",
     "blob_problems",
     "blobs_of_runs",
+    "delete_orphans",
     "is_current",
     "payload_columns",
     "reencrypt",

@@ -55,6 +55,7 @@ from weft_django import db as store
 from weft_django.engine.activities.attempt import ActivityOutcome
 from weft_django.engine.activities.info import ActivityInfo, activity_scope, deadline_from_ms
 from weft_django.engine.workflow.activity_definition import ActivityDefinition
+from weft_django.errors.payloads import PayloadUnreadable
 from weft_django.warnings import WeftAtomicOtherAliasWarning
 
 logger = logging.getLogger("weft_django.engine")
@@ -134,6 +135,12 @@ def run_atomic(
             committed = commit(value)
             stage = "end"  # leaving the block is the COMMIT
         return AtomicResult(committed=committed)
+    except PayloadUnreadable:
+        # A stored payload the body read does not decode: not the attempt's
+        # failure (a retry reads the same bytes) but the run's -- it rolls
+        # back and propagates, and the turn's failure handling suspends the
+        # run naming the payload.
+        raise
     except (Exception, SystemExit) as exc:  # SystemExit from user code too, as on a thread
         # (A KeyboardInterrupt is the process's, not the step's: it rolls back
         # and propagates.)

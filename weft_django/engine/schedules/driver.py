@@ -20,6 +20,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from weft_django.engine.activities.info import activity_info
 from weft_django.engine.schedules import ticking
 from weft_django.engine.workflow.definitions import activity, workflow
 from weft_django.errors import ActivityError
@@ -41,7 +42,7 @@ STEP_FAILURE_PAUSE_S = 30.0
 )
 def schedule_step(schedule_id: str, state: dict[str, Any]) -> dict[str, Any]:
     """Fire what is due now (``ticking.step``), in the driver's fenced transaction."""
-    return ticking.step(schedule_id, state, now_ms())
+    return ticking.step(schedule_id, state, now_ms(), run_id=activity_info().run_id)
 
 
 @workflow(name=DRIVER_WORKFLOW)

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.db.models import F
 
+from weft_django.codecs.stored import readable
 from weft_django.conf import get_settings
 from weft_django.engine.operations.start import UnknownQueueError, start_run
 from weft_django.errors import (
@@ -119,8 +120,15 @@ def start_tick(spec: ScheduleSpec, tick_ms: int) -> str | None:
     return str(run.workflow_id)
 
 
-def step(schedule_id: str, state: dict[str, Any], now: int) -> dict[str, Any]:
+def step(
+    schedule_id: str, state: dict[str, Any], now: int, *, run_id: Any = None
+) -> dict[str, Any]:
     """Fire the due ticks of ``schedule_id`` at ``now``; the driver's next state.
+
+    An input that does not decode raises ``PayloadUnreadable`` naming the
+    driver's run (``run_id``) and the schedule: the atomic step lets it
+    through, so the driver is suspended at once instead of retrying a step
+    that cannot succeed (and no tick starts with a guessed input).
 
     Returns ``{"stop": True}`` when the schedule was deleted, else
     ``{"state": {...}, "sleep_ms": int | None}`` (``None``: nothing will be
@@ -130,6 +138,7 @@ def step(schedule_id: str, state: dict[str, Any], now: int) -> dict[str, Any]:
     row = Schedule.objects.using(db).filter(pk=schedule_id).first()
     if row is None:
         return {"stop": True}
+    readable(row.input, run_id, f"schedule {schedule_id!r} (input)")
     spec = spec_of(row)
     last = state.get("last")
     cursor = row.since_ms if last is None else max(int(last), row.since_ms)

@@ -14,6 +14,7 @@ the callers waiting for it (``engine.update_answers``).
 
 from __future__ import annotations
 
+from weft_django.codecs.stored import readable
 from weft_django.engine.journal import RunInbox
 from weft_django.engine.replay.events import Event
 from weft_django.engine.replay.updates import update_payload
@@ -38,7 +39,12 @@ def deliver_update(turn: TurnState, inbox: RunInbox) -> bool:
     )
     if request is None:
         return False
-    args = request.args if isinstance(request.args, list) else []
+    # Arguments that do not decode suspend the run (``turn.failures``): never
+    # delivered as ``[]`` and never consumed, so nothing is lost.
+    stored_args = readable(
+        request.args, turn.run.pk, f"update {request.name!r} ({request.update_id}) (args)"
+    )
+    args = stored_args if isinstance(stored_args, list) else []
     event = Event(
         replay.next_position,
         "update",

@@ -4,7 +4,8 @@
 codecs and key (``engine.payload_rows.reencrypt``: conditioned on the stored
 value it read, so a live owner's write is never overwritten; rerunning it
 resumes, as rows already current are skipped). ``blobs check`` lists blobs
-no row refers to (orphans) and references whose blob is missing (dangling).
+no row refers to (orphans) and references whose blob is missing (dangling);
+``--delete-orphans`` deletes the orphans older than ``--older-than``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from weft_django.engine.payload_rows import blob_problems, reencrypt
+from weft_django.engine.payload_rows import (
+    ORPHAN_GRACE_S,
+    blob_problems,
+    delete_orphans,
+    reencrypt,
+)
 
 from .console import Console, Subcommand
 
@@ -59,18 +65,37 @@ def _reencrypt(options: dict[str, Any], console: Console) -> None:
 
 def _add_blobs(parser: CommandParser) -> None:
     parser.add_argument("action", choices=["check"], help="check: orphans and dangling references")
+    parser.add_argument(
+        "--delete-orphans",
+        action="store_true",
+        help="delete the orphans (blobs of rolled-back writes) older than --older-than",
+    )
+    parser.add_argument(
+        "--older-than",
+        type=float,
+        default=ORPHAN_GRACE_S,
+        metavar="SECONDS",
+        help=(
+            f"with --delete-orphans: keep orphans younger than this ({ORPHAN_GRACE_S:.0f}; "
+            "longer than any transaction that writes payloads)"
+        ),
+    )
 
 
 def _blobs(options: dict[str, Any], console: Console) -> None:
+    deleted: list[str] = []
+    if options.get("delete_orphans"):
+        deleted, _kept = delete_orphans(float(options.get("older_than", ORPHAN_GRACE_S)))
     problems = list(blob_problems())
-    lines = [f"{kind}: {digest}" for kind, digest in problems] or ["blobs: no problem found"]
-    console.emit(
-        {
-            "orphans": [d for k, d in problems if k == "orphan"],
-            "dangling": [d for k, d in problems if k == "dangling"],
-        },
-        "\n".join(lines),
-    )
+    lines = [f"deleted orphan: {digest}" for digest in deleted]
+    lines += [f"{kind}: {digest}" for kind, digest in problems]
+    data: dict[str, Any] = {
+        "orphans": [d for k, d in problems if k == "orphan"],
+        "dangling": [d for k, d in problems if k == "dangling"],
+    }
+    if options.get("delete_orphans"):
+        data["deleted"] = deleted
+    console.emit(data, "\n".join(lines or ["blobs: no problem found"]))
 
 
 REENCRYPT = Subcommand(
