@@ -108,44 +108,55 @@ def test_poison_runs_are_contained_and_the_fleet_stays_up(tmp_path: Path) -> Non
         fleet.stop()
 
 
+def _contain(fleet: Fleet, workflow_id: str) -> WorkflowRun:
+    def contained() -> bool:
+        fleet.keep_up()
+        return _status(workflow_id) == "suspended"
+
+    wait_for(f"the wake of {workflow_id} to be contained", contained, timeout=HANG_TIMEOUT_S * 6)
+    run = WorkflowRun.objects.get(workflow_id=workflow_id)
+    assert run.error["type"] == "CrashLoopError", (workflow_id, run.error)
+    assert run.recoveries["count"] == 3, (workflow_id, run.recoveries)
+    # The wake's event never committed: the journal is as the run parked it.
+    assert "journal position 0" in run.error["message"], run.error
+    assert run.recoveries["position"] == 0
+    assert len(run.recoveries["engines"]) == 3
+    # Logged right after the suspending commit (one poison run at a time: no
+    # other wake kills the suspending engine before its WARNING is written).
+    wait_for(
+        f"the crash-loop WARNING about {workflow_id}",
+        lambda: any(
+            " WARNING " in line and "event=crash_loop" in line
+            for w in fleet.spawned
+            for line in w.lines_about(workflow_id)
+        ),
+        timeout=HANG_TIMEOUT_S,
+    )
+    return run
+
+
 def test_a_wake_that_kills_its_engine_is_contained(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path)
     try:
         for w in fleet.workers:
             w.wait_booted()
         client.start("poison-wake", {"sleep": 0.5}, workflow_id="poison-sleep")
+        _contain(fleet, "poison-sleep")
+        deaths = fleet.deaths
+        assert deaths >= 3  # the first wake's, then one per counted recovery before the bound
+
         signalled = client.start("poison-wake", {"signal": True}, workflow_id="poison-signal")
-        wait_for(
-            "the signal run to park",
-            lambda: _status("poison-signal") == "parked",
-            timeout=HANG_TIMEOUT_S,
-        )
-        client.signal("poison-signal", "go", 1)
 
-        def contained() -> bool:
+        def parked() -> bool:
             fleet.keep_up()
-            return all(_status(w) == "suspended" for w in ("poison-sleep", "poison-signal"))
+            return _status("poison-signal") == "parked"
 
-        wait_for("both wakes to be contained", contained, timeout=HANG_TIMEOUT_S * 8)
-        for workflow_id in ("poison-sleep", "poison-signal"):
-            run = WorkflowRun.objects.get(workflow_id=workflow_id)
-            assert run.error["type"] == "CrashLoopError", (workflow_id, run.error)
-            assert run.recoveries["count"] == 3, (workflow_id, run.recoveries)
-            # The wake's event never committed: the journal is as the run parked it.
-            assert "journal position 0" in run.error["message"], run.error
-            assert run.recoveries["position"] == 0
-            assert len(run.recoveries["engines"]) == 3
-            warned = [
-                line
-                for w in fleet.spawned
-                for line in w.lines_about(workflow_id)
-                if " WARNING " in line and "event=crash_loop" in line
-            ]
-            assert warned, f"no crash-loop WARNING about {workflow_id}"
-        assert signalled.run_id == str(WorkflowRun.objects.get(workflow_id="poison-signal").pk)
-        # Each run: the first wake's death, then one per counted recovery before the bound.
+        wait_for("the signal run to park", parked, timeout=HANG_TIMEOUT_S)
+        client.signal("poison-signal", "go", 1)
+        run = _contain(fleet, "poison-signal")
+        assert str(run.pk) == signalled.run_id
         fleet.keep_up()
-        assert fleet.deaths >= 3
+        assert fleet.deaths - deaths >= 3
 
         # The fleet is still up: every worker alive, none dying, a fresh run completes.
         for w in fleet.workers:
