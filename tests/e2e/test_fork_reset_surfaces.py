@@ -3,6 +3,7 @@ audited with the operator as actor; a refusal writes nothing."""
 
 from __future__ import annotations
 
+import getpass
 from typing import Any
 
 import pytest
@@ -127,8 +128,9 @@ def test_api_and_cli_write_the_admins_audit_record(weft_env, staff):
     ran = weft("reset", "fr-aud", "--at", "1", "--reason", "fix", "--user", "ops", "--json")
     assert ran.exit_code == 0, ran
     new = latest("fr-aud")
-    assert _history(source.run_id)[-1] == f"Reset at position 1 by cli:ops: new run {new.pk}."
-    assert _history(new.pk) == [f"Reset from run {source.run_id} at position 1 by cli:ops."]
+    by = f"cli:ops (OS user {getpass.getuser()})"
+    assert _history(source.run_id)[-1] == f"Reset at position 1 by {by}: new run {new.pk}."
+    assert _history(new.pk) == [f"Reset from run {source.run_id} at position 1 by {by}."]
     rotate = ClaimEvent.objects.filter(workflow_id="fr-aud", kind="rotate").get()
     assert rotate.engine_id == "cli:ops"
 

@@ -36,3 +36,14 @@ def poison_activity(ctx: Any, data: dict[str, Any]) -> Any:
 def poison_body(ctx: Any, data: dict[str, Any]) -> Any:
     os._exit(1)
     yield ctx.sleep(0)  # pragma: no cover - never reached
+
+
+@workflow(name="poison-wake")
+def poison_wake(ctx: Any, data: dict[str, Any]) -> Any:
+    """Parks on a sleep (or a signal), then kills its engine as soon as the
+    wake resumes the body -- before the wake's turn commits anything."""
+    if data.get("signal"):
+        yield ctx.wait_for_signal("go")
+    else:
+        yield ctx.sleep(float(data.get("sleep", 0.5)))
+    os._exit(1)

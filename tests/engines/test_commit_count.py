@@ -75,3 +75,39 @@ def test_three_activity_workflow_takes_at_most_five_commits():
         "acquire",
         "release",
     ]
+
+
+#: A signal wake: the client's start and signal, the pickup, the park, the wake
+#: turn's started mark (so a wake that kills its engine is counted, see
+#: ``engine.turn.failures``) and the terminal commit.
+SIGNAL_WAKE_MAX_COMMITS = 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_signal_wake_adds_one_commit_for_its_started_mark():
+    from benchmarks.commits_per_workflow import CommitCounter
+    from weft_django import client
+    from weft_django.models import WorkflowRun
+
+    engine = Engine(clock=FakeClock(), background_tasks="manual")
+    try:
+        engine.boot()
+        engine.run_maintenance()
+        counter = CommitCounter(connections[engine.settings.database])
+        with counter.watching(engine):
+            handle = client.start("signal-wait", {}, workflow_id="commits-wake")
+            engine.run_until_idle(timeout=60)
+            parked = WorkflowRun.objects.get(pk=handle.run_id).status
+            client.signal("commits-wake", "go", "ok")
+            engine.run_until_idle(timeout=60)
+    finally:
+        engine.dispose(grace=0)
+    run = WorkflowRun.objects.get(pk=handle.run_id)
+    figures = counter.summary()
+    # The engine's claim renewals (each maintenance pass renews what it holds)
+    # are the engine's, not the workflow's: not counted.
+    tables = [t for t in figures["write_commit_tables"] if t != ["weft_workflowclaim"]]
+    print(f"\n[commits] signal-wait: {len(tables)} write commits (tables {tables}); {figures}")
+    assert parked == "parked"
+    assert (run.status, run.result) == ("completed", "ok")
+    assert len(tables) <= SIGNAL_WAKE_MAX_COMMITS, figures

@@ -2,14 +2,16 @@
 
 Invariant: every surface that repairs a run for a person -- the admin's
 "fork / reset from here", ``POST workflows/<id>/fork/`` and ``reset/``,
-``weft fork`` / ``weft reset --user`` -- leaves the same record: the source
+``weft fork`` / ``weft reset`` (under ``--user``'s user, else the system
+user ``management.cli.operator`` makes) -- leaves the same record: the source
 run's History says "<Verb> at position N by <actor>: new run <pk>." and the
 new run's "<Verb> from run <pk> at position N by <actor>.", under the user
 who acted. The actor string is the one other operator actions record
 (``admin:<user>``, ``api:<user>``, ``cli:<user>``; a reset's claim rotation
-carries it too). Written after the repair committed; without an
-authenticated user, or without ``django.contrib.admin`` installed, nothing
-is logged (there is no History to write to).
+carries it too; the CLI adds the OS user to the message). Written after the
+repair committed; without an authenticated user, or without
+``django.contrib.admin`` installed, nothing is logged (there is no History
+to write to).
 """
 
 from __future__ import annotations

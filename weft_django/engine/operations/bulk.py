@@ -134,8 +134,10 @@ def run_many(
     progress: Progress | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     actor: str = "client",
+    log: BulkLog | None = None,
 ) -> BulkResult:
-    """Apply ``action`` to every run ``filter`` matches, chunk by chunk."""
+    """Apply ``action`` to every run ``filter`` matches, chunk by chunk
+    (``log``: filled with the runs changed and skipped, for an audit)."""
     if action not in BULK_ACTIONS:
         raise ValueError(f"bulk action must be one of {', '.join(BULK_ACTIONS)}, got {action!r}")
     if not isinstance(filter, RunFilter):
@@ -160,6 +162,7 @@ def run_many(
         progress=progress,
         chunk_size=chunk_size,
         actor=actor,
+        log=log,
     )
 
 

@@ -39,7 +39,7 @@ from weft_django.engine.turn.cancel import cancel_error, deliver_cancel
 from weft_django.engine.turn.child import cancel_abandoned_children
 from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.concurrent import await_attempts, commit_finished
-from weft_django.engine.turn.failures import note_recovery
+from weft_django.engine.turn.failures import mark_turn_started, note_recovery
 from weft_django.engine.turn.finish import continue_as_new, stop
 from weft_django.engine.turn.park import park
 from weft_django.engine.turn.publish import flush as flush_published
@@ -95,6 +95,9 @@ class Turn(TurnState):
                 if self.trace_span is not None:  # the journal's length at the turn's start
                     tracing.annotate(self.trace_span, turn_position=self.replay.next_position)
                     self.trace_span = None
+                # Durable before the body runs: a wake that kills its engine is
+                # counted by the next owner (after the cache took the replay).
+                mark_turn_started(self)
             outcome = self.replay.advance()
             self._note_abandoned()
             if self.replay.cancelled is not None and isinstance(outcome, Finished | Failed):

@@ -34,9 +34,21 @@ suspended with ``CrashLoopError`` instead of being replayed (a WARNING, the
 ``weft_workflow_crash_loops_total`` counter), so a poison run cannot take
 the fleet down one engine at a time. The commit that records the run's next
 journal entry clears the count (progress), and so does ``client.resume``.
-Not seen: a parked run whose wake kills its engine before the turn's first
-commit (the run is still ``parked`` then); an activity that does so is
-counted by its started marker instead (``engine.activities.started``).
+
+A run is ``running`` while a turn drives it because the turn says so
+durably before any body code runs: a pickup writes ``running``, and a turn
+that wakes a *parked* run first commits the ``turn started`` mark
+(``mark_turn_started``: status ``running``, the turn's pid and start time,
+through the turn's fenced checkpoint, so a deposed engine cannot write it).
+Without that mark a wake that killed its engine before the turn's first
+commit (``os._exit`` in the body right after a ``ctx.sleep``) left the run
+``parked``, indistinguishable from a run that was never woken, and it went
+round the fleet forever. Its cost is one commit per wake of a parked run,
+and only under ``OWNERSHIP="workflow-lease"`` (the one mode with takeovers
+to count). A death inside an activity attempt is not counted here: its
+started marker (``engine.activities.started``) counts it against the
+activity's own ``retries``, so ``note_recovery`` leaves a run with an
+unsettled marker to that.
 
 Both writes are fenced (``ownership.fence.fenced_commit`` through the turn's
 own checkpoint, conditioned on the run's version and a drivable status): the
@@ -56,13 +68,14 @@ from typing import Any, Literal
 from django import db
 from django.db.models import F
 
+from weft_django.engine.activities.started import MARKER_KIND
 from weft_django.engine.host import TurnHost
 from weft_django.engine.replay.errors_codec import error_record
 from weft_django.engine.turn.commit import TurnAborted, TurnState
 from weft_django.engine.turn.finish import stop
 from weft_django.errors import CrashLoopError, EngineDeposedError
 from weft_django.errors.payloads import PayloadUnreadable
-from weft_django.models import DRIVABLE_STATUSES, JournalEntry, WorkflowRun
+from weft_django.models import DRIVABLE_STATUSES, JournalEntry, Timer, WorkflowRun
 from weft_django.ownership.fence import fenced_commit
 from weft_django.ownership.ops import RunCondition, Update
 
@@ -223,6 +236,25 @@ def _suspend(host: TurnHost, run: WorkflowRun, exc: BaseException, failures: int
 MAX_ENGINES_NAMED = 10
 
 
+def mark_turn_started(turn: TurnState) -> None:
+    """Before a turn runs the body of a parked run, record it ``running``.
+
+    ONE fenced commit (the turn's checkpoint: the claim fence and a drivable
+    status; no journal entry, so it is not progress and leaves the crash-loop
+    count alone). A later owner that takes the claim over and finds the run
+    ``running`` knows this turn died with its engine (``note_recovery``).
+    Nothing is written for a run already ``running`` (a pickup said so) or
+    outside ``workflow-lease`` (no takeover reads it).
+    """
+    run, host = turn.run, turn.host
+    if run.status != "parked" or turn.fresh:
+        return
+    if host.ownership != "workflow-lease" or host.registry is None:
+        return
+    turn.commit([])
+    run.status = "running"
+
+
 def note_recovery(turn: TurnState) -> bool:
     """Count the death of the previous owner's turn, if there was one; at the
     bound suspend the run with ``CrashLoopError``. ``True``: the run was
@@ -231,6 +263,10 @@ def note_recovery(turn: TurnState) -> bool:
     registry = host.registry
     lost = registry.pop_taken_from(run.workflow_id) if registry is not None else None
     if lost is None or turn.fresh or run.status != "running":
+        return False
+    if Timer.objects.using(turn.db).filter(run_id=run.pk, kind=MARKER_KIND).exists():
+        # It died in an activity attempt: the attempt's started marker counts
+        # that death against the activity's ``retries`` (``engine.activities.started``).
         return False
     prior = run.recoveries if isinstance(run.recoveries, dict) else {}
     count = int(prior.get("count", 0)) + 1
@@ -298,6 +334,7 @@ __all__ = [
     "MAX_RETRY_DELAY_MS",
     "TurnFailure",
     "TurnFailureOutcome",
+    "mark_turn_started",
     "note_recovery",
     "record_turn_failure",
     "retry_delay_ms",

@@ -5,7 +5,8 @@ The three subcommands differ only in the client call (``client.cancel`` with a `
 run; filter flags act on every matching run through ``client.cancel_many`` /
 ``retry_many`` / ``resume_many`` (the CLI's ``bulk``). A run whose status does not allow
 the action is refused by the client (``invalid_transition``, exit 4) and nothing is
-written.
+written. Every run changed gets an admin History entry naming the operator
+(``cli.operator``: ``--user``, else the system user, the OS user either way).
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from weft_django.models import WorkflowRun
 from . import bulk
 from .args import add_filter_arguments, filter_params
 from .console import EXIT_USAGE, CliError, Console, Subcommand
+from .operator import Operator, add_user_argument, audit_runs, operator
 from .runs import summary
+
+
+def did(action: str, status: str) -> str:
+    """``Cancelled``, ``Cancel requested`` (a grace: the run cleans up first) ..."""
+    if action == "cancel" and status != "cancelled":
+        return "Cancel requested"
+    return bulk.PAST[action]
 
 
 @dataclass(frozen=True)
@@ -31,13 +40,13 @@ class Action:
     """One action: its name, the one-run client call and what it says."""
 
     name: str
-    call: Callable[[str, dict[str, Any]], WorkflowRun]
+    call: Callable[[str, dict[str, Any], Operator], WorkflowRun]
     help: str
     description: str
 
 
-def _cancel(workflow_id: str, options: dict[str, Any]) -> WorkflowRun:
-    return client.cancel(workflow_id, options["reason"] or "", actor=bulk.ACTOR)
+def _cancel(workflow_id: str, options: dict[str, Any], op: Operator) -> WorkflowRun:
+    return client.cancel(workflow_id, options["reason"] or "", actor=op.actor)
 
 
 ACTIONS: dict[str, Action] = {
@@ -55,7 +64,7 @@ ACTIONS: dict[str, Action] = {
     ),
     "retry": Action(
         "retry",
-        lambda workflow_id, _options: client.retry(workflow_id),
+        lambda workflow_id, _options, _op: client.retry(workflow_id),
         "Retry a failed or timed-out run, or every run a filter matches (--dry-run, --all).",
         """A failed or timed-out run goes back to pending and replays its history
         up to the step that failed, which runs again. Any other status refuses
@@ -64,7 +73,7 @@ ACTIONS: dict[str, Action] = {
     ),
     "resume": Action(
         "resume",
-        lambda workflow_id, _options: client.resume(workflow_id),
+        lambda workflow_id, _options, _op: client.resume(workflow_id),
         "Resume a suspended run, or every run a filter matches (--dry-run, --all).",
         """A suspended run goes on from where it stopped. Any other status refuses
         (exit 4). With filter flags instead of a workflow id, every matching run
@@ -85,6 +94,7 @@ def _adder(action: Action) -> Callable[[CommandParser], None]:
             parser.add_argument("--reason", help="recorded with the cancellation (default: none)")
         add_filter_arguments(parser)
         bulk.add_arguments(parser)
+        add_user_argument(parser)
 
     return add_arguments
 
@@ -93,8 +103,9 @@ def _runner(action: Action) -> Callable[[dict[str, Any], Console], None]:
     def run(options: dict[str, Any], console: Console) -> None:
         workflow_id: str | None = options["workflow_id"]
         params = filter_params(options)
+        op = operator(options)
         if workflow_id is None:
-            bulk.run(action.name, params, options, console)
+            bulk.run(action.name, params, options, console, op)
             return
         if params:
             raise CliError(
@@ -104,7 +115,8 @@ def _runner(action: Action) -> Callable[[dict[str, Any], Console], None]:
                 EXIT_USAGE,
             )
         bulk.refuse_bulk_flags(options)
-        run = action.call(workflow_id, options)
+        run = action.call(workflow_id, options, op)
+        audit_runs(op, [run], f"{did(action.name, run.status)} with weft {action.name}")
         body = {"action": action.name, **summary(run)}
         text = f"{action.name}: {run.workflow_id} (run {run.pk}) is now {run.status}"
         if action.name == "cancel" and run.status not in ("cancelled",):

@@ -10,8 +10,9 @@ filter and ``--all`` are its confirmation). The work itself is
 ``client.cancel_many`` / ``retry_many`` / ``resume_many``: ``RunFilter``
 reads the flags, the client acts in fenced chunks (an interruption leaves
 each run done or untouched; running the command again finishes the rest)
-and reports each chunk to the progress bar drawn on stderr. This module
-only wires the flags to them.
+and reports each chunk to the progress bar drawn on stderr. Every run
+changed gets an admin History entry naming the operator (``cli.operator``).
+This module only wires the flags to them.
 """
 
 from __future__ import annotations
@@ -22,15 +23,18 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from weft_django import client
+from weft_django.engine.operations.bulk import BULK_ACTIONS, BulkLog, run_many
 from weft_django.engine.runs.filters import RunFilter
+from weft_django.models import WorkflowRun
 
 from .console import EXIT_FAILED, EXIT_USAGE, CliError, Console
+from .operator import Operator, audit_runs
 
 #: The flags only the filter form takes.
 BULK_FLAGS = ("all", "dry_run", "yes")
 
-#: Recorded as the actor of what the command changes (claim events).
-ACTOR = "cli:weft"
+#: What a History entry says the action did.
+PAST = {"cancel": "Cancelled", "retry": "Retried", "resume": "Resumed"}
 
 _MANY: dict[str, Callable[..., client.BulkResult]] = {
     "cancel": client.cancel_many,
@@ -69,13 +73,15 @@ def refuse_bulk_flags(options: dict[str, Any]) -> None:
         )
 
 
-def run(action: str, params: dict[str, Any], options: dict[str, Any], console: Console) -> None:
+def run(
+    action: str, params: dict[str, Any], options: dict[str, Any], console: Console, op: Operator
+) -> None:
     run_filter = RunFilter.from_params(params)  # InvalidRunFilter names the bad key and value
     many = _MANY[action]
     kwargs: dict[str, Any] = {
         "allow_all": bool(options["all"]),
         "reason": options.get("reason") or "",
-        "actor": ACTOR,
+        "actor": op.actor,
     }
     if options["dry_run"]:
         _report(many(run_filter, dry_run=True, **kwargs), console)
@@ -90,7 +96,15 @@ def run(action: str, params: dict[str, Any], options: dict[str, Any], console: C
             raise CliError(
                 "aborted", f"{action} not confirmed: nothing changed", EXIT_FAILED, action=action
             )
-    _report(many(run_filter, progress=console.progress(action), **kwargs), console)
+    log = BulkLog()
+    bulk_action = next(a for a in BULK_ACTIONS if a == action)
+    result = run_many(bulk_action, run_filter, progress=console.progress(action), log=log, **kwargs)
+    changed = [
+        WorkflowRun(pk=row["pk"], workflow_id=row["workflow_id"], name=row["name"])
+        for row in log.changed
+    ]
+    audit_runs(op, changed, f"{PAST[action]} with weft {action} ({result.filter})")
+    _report(result, console)
 
 
 def _report(result: client.BulkResult, console: Console) -> None:

@@ -3,16 +3,17 @@
 Both write only through ``client.fork`` / ``client.reset``: every check
 (the position within the journal, no ``ctx.all`` split, the workflow
 registered, today's code replaying the prefix) runs before anything is
-written, and a refusal exits 2 with the error's code. ``--user USERNAME``
-names the operator: the actor becomes ``cli:USERNAME`` and both runs get
-the admin History entry the admin and the API write (``client.audit``).
+written, and a refusal exits 2 with the error's code. Both runs get the
+admin History entry the admin and the API write (``client.audit``), under
+the operator ``cli.operator`` settles: ``--user USERNAME`` (actor
+``cli:USERNAME``), else the system user ``weft-cli`` (actor ``cli:weft``),
+the OS user named in the message either way.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import CommandParser
 
 from weft_django import client
@@ -20,8 +21,8 @@ from weft_django.client.audit import log_repair
 from weft_django.models import WorkflowRun
 
 from .args import json_option
-from .bulk import ACTOR
-from .console import EXIT_USAGE, CliError, Console, Subcommand, shown
+from .console import Console, Subcommand
+from .operator import add_user_argument, operator
 from .runs import summary
 
 
@@ -37,19 +38,20 @@ def _add_fork(parser: CommandParser) -> None:
     )
     parser.add_argument("--id", dest="workflow_id_for_fork", help="the new workflow id")
     parser.add_argument("--input", help="the new run's input as JSON (default: the source's)")
-    _add_user(parser)
+    add_user_argument(parser)
 
 
 def _fork(options: dict[str, Any], console: Console) -> None:
-    actor, user = _operator(options)
+    op = operator(options)
     handle = client.fork(
         options["workflow_id"],
         at_position=options["at_position"],
         workflow_id_for_fork=options.get("workflow_id_for_fork"),
         input=json_option("--input", options.get("input")),
-        actor=actor,
+        actor=op.actor,
     )
-    log_repair("fork", handle.run_id, options["at_position"], actor=actor, user=user)
+    at = options["at_position"]
+    log_repair("fork", handle.run_id, at, actor=op.described, user=op.history_user())
     run = WorkflowRun.objects.get(pk=handle.run_id)
     text = (
         f"fork: {options['workflow_id']} at position {options['at_position']} -> "
@@ -69,43 +71,19 @@ def _add_reset(parser: CommandParser) -> None:
         help="the new run keeps the journal before position N and continues from there",
     )
     parser.add_argument("--reason", default="", help="recorded on the terminated run")
-    _add_user(parser)
-
-
-def _add_user(parser: CommandParser) -> None:
-    parser.add_argument(
-        "--user",
-        metavar="USERNAME",
-        help="the operator: both runs' admin History records the repair under this user, "
-        "and the actor is cli:USERNAME (default: cli:weft, no History entry)",
-    )
-
-
-def _operator(options: dict[str, Any]) -> tuple[str, Any]:
-    """The actor string and the user (``None`` without ``--user``); an unknown
-    username is refused before anything is written."""
-    username = options.get("user")
-    if username is None:
-        return ACTOR, None
-    model = get_user_model()
-    try:
-        user = model._default_manager.get_by_natural_key(username)
-    except model.DoesNotExist:
-        raise CliError(
-            "invalid_argument", f"--user {shown(username)}: no such user", EXIT_USAGE
-        ) from None
-    return f"cli:{username}"[:200], user
+    add_user_argument(parser)
 
 
 def _reset(options: dict[str, Any], console: Console) -> None:
-    actor, user = _operator(options)
+    op = operator(options)
     handle = client.reset(
         options["workflow_id"],
         at_position=options["at_position"],
         reason=options.get("reason") or "",
-        actor=actor,
+        actor=op.actor,
     )
-    log_repair("reset", handle.run_id, options["at_position"], actor=actor, user=user)
+    at = options["at_position"]
+    log_repair("reset", handle.run_id, at, actor=op.described, user=op.history_user())
     run = WorkflowRun.objects.get(pk=handle.run_id)
     text = (
         f"reset: {run.workflow_id} continues from position {options['at_position']} "
