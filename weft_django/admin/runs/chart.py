@@ -105,9 +105,10 @@ def _attempts_by_command(run: WorkflowRun) -> dict[int, list[ActivityAttempt]]:
     return found
 
 
-def _attempt_bar(attempt: ActivityAttempt, what: str) -> Bar:
-    """One attempt's bar: ``what`` names its step."""
-    label = f"{what} · attempt {attempt.attempt}"
+def _attempt_bar(attempt: ActivityAttempt, what: str, alone: bool = False) -> Bar:
+    """One attempt's bar: ``what`` names its step (``alone``: its step's only
+    attempt, and the first: the label need not number it)."""
+    label = what if alone and attempt.attempt == 1 else f"{what} · attempt {attempt.attempt}"
     took = format_age((attempt.ended_at - attempt.started_at) / 1000)
     if attempt.outcome == AttemptOutcome.OK:
         return Bar(
@@ -139,7 +140,7 @@ def bars(run: WorkflowRun, now_ms: int | None = None) -> tuple[list[Bar], int, i
         tried = by_command.pop(leaf, []) if leaf is not None else []
         if tried:
             what = f"#{entry.position} {entry.target}"
-            rows.extend(_attempt_bar(a, what) for a in tried)
+            rows.extend(_attempt_bar(a, what, alone=len(tried) == 1) for a in tried)
             previous = max(previous, entry.at_ms, *(a.ended_at for a in tried))
             continue
         began = min(previous, entry.at_ms)
