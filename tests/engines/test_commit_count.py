@@ -1,5 +1,6 @@
 """Commits per workflow (SPEC §4.2): three activities, at most 5 commits plus one
-per activity attempt for its started record (crash-loop containment).
+per activity attempt for its started record (crash-loop containment). Each
+attempt's history row (``ActivityAttempt``) rides on the commit of its outcome.
 
 How commits are counted (exact, not sampled): ``CommitCounter`` from
 ``benchmarks/commits_per_workflow.py`` — the benchmark publishes the same
@@ -33,7 +34,7 @@ from django.db import connection, connections
 
 from benchmarks.commits_per_workflow import measure_three_steps
 from weft_django.engine import Engine
-from weft_django.models import ClaimEvent
+from weft_django.models import ActivityAttempt, ClaimEvent
 from weft_django.testing import FakeClock
 
 pytestmark = [pytest.mark.processes]
@@ -70,6 +71,11 @@ def test_three_activity_workflow_takes_at_most_five_commits():
     assert n <= SPEC_MAX_COMMITS, figures
     # Sanity of the counter: every transaction it saw is one PostgreSQL counted.
     assert figures["pg_stat_xact_commit_delta"] >= figures["all_commits"], figures
+    # Each attempt's history row rode on the commit of its outcome: no commit of its own.
+    tried = ActivityAttempt.objects.filter(run__workflow_id="commits-1").order_by("position")
+    assert [(a.position, a.outcome) for a in tried] == [(0, "ok"), (1, "ok"), (2, "ok")]
+    with_rows = [t for t in figures["write_commit_tables"] if "weft_activityattempt" in t]
+    assert len(with_rows) == 3 and all("weft_journalentry" in t for t in with_rows), figures
     # The claim was acquired at pickup and released by the terminal commit.
     assert [e.kind for e in ClaimEvent.objects.filter(workflow_id="commits-1")] == [
         "acquire",

@@ -24,7 +24,7 @@ from project.demo.models import SideEffect
 from tests.engines.harness import HANG_TIMEOUT_S, Worker, kill_all, wait_for
 from tests.engines.poison_workflows import IMPORTS
 from weft_django import client
-from weft_django.models import WorkflowRun
+from weft_django.models import ActivityAttempt, WorkflowRun
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -80,6 +80,13 @@ def test_poison_runs_are_contained_and_the_fleet_stays_up(tmp_path: Path) -> Non
         assert result["attempts"] == 3, result
         assert "the engine running it stopped" in result["caught"], result
         assert SideEffect.objects.filter(kind="poison-attempt", key="pa").count() == 3
+        # Each death is in the run's attempt history, named by the engine that died.
+        tried = list(ActivityAttempt.objects.filter(run__workflow_id="poison-act"))
+        assert [(a.attempt, a.outcome) for a in tried] == [(n, "interrupted") for n in (1, 2, 3)]
+        assert all(a.error.startswith("AttemptInterrupted: the engine running it") for a in tried)
+        assert len({a.engine_id for a in tried}) == 3, [a.engine_id for a in tried]
+        assert all(a.engine_id.startswith("poison-") for a in tried)
+        assert all(a.started_at <= a.ended_at and a.epoch >= 1 for a in tried)
 
         deaths_before = fleet.deaths
         client.start("poison-body", {}, workflow_id="poison-body")

@@ -40,7 +40,13 @@ from tests.engines.harness import (
 )
 from weft_django import client
 from weft_django.kernel.clock import wall_ms
-from weft_django.models import ClaimEvent, EngineRecord, JournalEntry, WorkflowClaim
+from weft_django.models import (
+    ActivityAttempt,
+    ClaimEvent,
+    EngineRecord,
+    JournalEntry,
+    WorkflowClaim,
+)
 from weft_django.ownership.presence import NAMESPACE
 
 pytestmark = [pytest.mark.processes]
@@ -181,6 +187,15 @@ def test_sigstop_keeps_the_ttl_path_and_the_late_commit_is_refused(tmp_path):
         assert_written_while_current(entries, events)
         late = JournalEntry.objects.filter(run_id=handle.run_id, engine_id="stall-a")
         assert not late.filter(at_ms__gt=takeover.at_ms).exists()
+        # The attempt history is fenced with the outcomes: each step ended ok once,
+        # and nothing recorded after the takeover carries A's old epoch.
+        tried = list(ActivityAttempt.objects.filter(run_id=handle.run_id))
+        assert sorted(a.position for a in tried if a.outcome == "ok") == sorted(
+            {a.position for a in tried}
+        ), [(a.position, a.attempt, a.outcome, a.engine_id) for a in tried]
+        assert len([a for a in tried if a.outcome == "ok"]) == 10
+        late_rows = [a for a in tried if a.ended_at > takeover.at_ms]
+        assert all(a.epoch >= takeover.epoch for a in late_rows), late_rows
         print(f"\n[stall] taken over {takeover.at_ms - stop_ms} ms after SIGSTOP (TTL path)")
     finally:
         kill_all(workers)

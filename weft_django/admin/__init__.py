@@ -9,7 +9,7 @@ exactly as the API and the CLI do. Each action says what it did in one
 summary message and leaves a ``LogEntry`` per object (``reporting``); the
 changelists an action works from search by exact id (``search``). One
 module per resource: ``claims``, ``engines``, ``singletons``, ``schedules``,
-``signals``, ``async_activities``, ``queues``, and the ``runs`` package for the run
+``signals``, ``async_activities``, ``attempts``, ``queues``, and the ``runs`` package for the run
 changelist and page; ``timeline`` renders the journal and claim timelines.
 
 Claim and heartbeat timestamps are engine-clock milliseconds; "expires in",
@@ -22,6 +22,7 @@ Prometheus collector use.
 from __future__ import annotations
 
 from .async_activities import AsyncActivityAdmin
+from .attempts import ActivityAttemptAdmin
 from .base import ReadOnlyAdmin, ReadOnlyInline, WeftDatabaseMixin
 from .claims import ClaimStateFilter, HolderAdmin
 from .engines import EngineAliveFilter, EngineRecordAdmin
@@ -38,6 +39,7 @@ from .timeline import TIMELINE_LIMIT
 __all__ = [
     "TIMELINE_LIMIT",
     "ActionReport",
+    "ActivityAttemptAdmin",
     "AsyncActivityAdmin",
     "ClaimEventAdmin",
     "ClaimStateFilter",

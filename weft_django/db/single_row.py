@@ -13,7 +13,7 @@ fields, plain values or ``F(same field) + int`` (``col = col + n``); like
 ``QuerySet.update``, no ``save()`` hooks or ``auto_now``.
 
 ``insert_row``: only weft's own append-only rows (journal entries, claim
-events, timers), and only while nobody listens to their ``pre_save`` /
+events, timers, activity attempts), and only while nobody listens to their ``pre_save`` /
 ``post_save`` signals — a project that does gets the ORM and its signals.
 
 Anything else returns ``False`` and the caller uses the ORM.
@@ -28,10 +28,15 @@ from django.db import connections, models
 from django.db.models import signals
 from django.db.models.expressions import CombinedExpression, F, Value
 
-from weft_django.models import ClaimEvent, JournalEntry, Timer
+from weft_django.models import ActivityAttempt, ClaimEvent, JournalEntry, Timer
 
 #: weft's own append-only rows, the only ones ``insert_row`` writes.
-APPEND_ONLY_MODELS: tuple[type[models.Model], ...] = (JournalEntry, ClaimEvent, Timer)
+APPEND_ONLY_MODELS: tuple[type[models.Model], ...] = (
+    JournalEntry,
+    ClaimEvent,
+    Timer,
+    ActivityAttempt,
+)
 
 
 def update_by_pk(

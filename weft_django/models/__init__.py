@@ -3,6 +3,7 @@ all, as Django's ``models`` convention expects (the app label is ``weft``)."""
 
 from __future__ import annotations
 
+from weft_django.models.attempts import ActivityAttempt, AttemptOutcome
 from weft_django.models.choices import (
     CLAIM_EVENT_KINDS,
     DRIVABLE_STATUSES,
@@ -38,9 +39,11 @@ __all__ = [
     "LIVE_STATUSES",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
+    "ActivityAttempt",
     "ActivityHeartbeat",
     "AsyncActivity",
     "AsyncStatus",
+    "AttemptOutcome",
     "ClaimEvent",
     "ClaimEventKind",
     "ClaimEventKindValue",

@@ -1,20 +1,25 @@
 """The run page's picture: a server-rendered SVG timeline of the run's steps.
 
-One row per journal step -- activities (with their attempts when they failed
-for good), sleeps, signals, waits, children -- as a bar on one time axis from
-the run's creation to its end (or now), the run's open waits (timers) as
-bars ending at their due time, and a child's row linking to the child run.
+One row per activity attempt (``models.ActivityAttempt``: from its start to
+its end, a failed one red and an interrupted one orange, its error's
+headline in its tooltip) and one per other journal step -- sleeps, signals,
+waits, children -- as a bar on one time axis from the run's creation to its
+end (or now); the attempts of a command not settled yet (a retry pending)
+after them, the run's open waits (timers) as bars ending at their due time,
+and a child's row linking to the child run. A step recorded before attempts
+were (or a fork's copied step) has no attempt row: it is drawn as a step.
 
 The invariants it protects:
 
-* **Bounded**: at most ``CHART_ROWS`` steps are drawn (the first ones; the
+* **Bounded**: at most ``CHART_ROWS`` bars are drawn (the first ones; the
   journal below pages through the rest), so the page's size does not grow
   with the run's history.
 * **Nothing from elsewhere**: plain SVG in the page (no script, no CDN);
   every text is escaped.
-* **No invented durations**: a step's bar runs from the previous step's end
-  (when the body could issue it) to its own record, which is what the
-  journal knows; the legend says so.
+* **No invented durations**: an attempt's bar runs from its recorded start
+  to its recorded end; another step's from the previous step's end (when the
+  body could issue it) to its own record, which is what the journal knows;
+  the legend says so.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from django.utils.safestring import SafeString, mark_safe
 
 from weft_django.admin.base import db
 from weft_django.inspection import format_age, format_instant
+from weft_django.inspection.attempts import error_text
 from weft_django.kernel.clock import wall_ms
-from weft_django.models import JournalEntry, Timer, WorkflowRun
+from weft_django.models import ActivityAttempt, AttemptOutcome, JournalEntry, Timer, WorkflowRun
 
 #: The most journal steps drawn.
 CHART_ROWS = 60
@@ -47,6 +53,9 @@ _COLOURS = {
     "timer": "#bdbdbd",
 }
 _FAILED = "#c62828"
+_INTERRUPTED = "#ef6c00"
+#: The journal kinds whose command's attempts are drawn in their place.
+_ATTEMPTED = ("activity", "async-handout")
 
 
 @dataclass(frozen=True)
@@ -87,16 +96,53 @@ def _child_links(run: WorkflowRun, entries: list[JournalEntry]) -> dict[int, str
     return links
 
 
+def _attempts_by_command(run: WorkflowRun) -> dict[int, list[ActivityAttempt]]:
+    """The run's first ``CHART_ROWS`` attempts (bounded), by command position."""
+    found: dict[int, list[ActivityAttempt]] = {}
+    rows = ActivityAttempt.objects.using(db()).filter(run_id=run.pk).order_by("started_at", "id")
+    for attempt in rows[:CHART_ROWS]:
+        found.setdefault(attempt.position, []).append(attempt)
+    return found
+
+
+def _attempt_bar(attempt: ActivityAttempt, what: str, alone: bool = False) -> Bar:
+    """One attempt's bar: ``what`` names its step (``alone``: its step's only
+    attempt, and the first: the label need not number it)."""
+    label = what if alone and attempt.attempt == 1 else f"{what} · attempt {attempt.attempt}"
+    took = format_age((attempt.ended_at - attempt.started_at) / 1000)
+    if attempt.outcome == AttemptOutcome.OK:
+        return Bar(
+            label,
+            attempt.started_at,
+            attempt.ended_at,
+            _COLOURS["activity"],
+            f"{label}: done after {took} ({attempt.engine_id})",
+        )
+    interrupted = attempt.outcome == AttemptOutcome.INTERRUPTED
+    how = "interrupted (its engine stopped)" if interrupted else "failed"
+    title = f"{label}: {how} after {took} ({attempt.engine_id}): {error_text(attempt)}"
+    colour = _INTERRUPTED if interrupted else _FAILED
+    return Bar(label, attempt.started_at, attempt.ended_at, colour, title)
+
+
 def bars(run: WorkflowRun, now_ms: int | None = None) -> tuple[list[Bar], int, int, int]:
-    """The chart's rows, its time span (start, end) and how many steps were left out."""
+    """The chart's rows, its time span (start, end) and how many rows were left out."""
     start = _ms(run.created_at)
     journal = JournalEntry.objects.using(db()).filter(run_id=run.pk).order_by("position")
     total = journal.count()
     entries = list(journal[:CHART_ROWS])
     links = _child_links(run, entries)
+    by_command = _attempts_by_command(run)
     rows: list[Bar] = []
     previous = _ms(run.started_at) if run.started_at else start
     for entry in entries:
+        leaf = entry.command if entry.kind in _ATTEMPTED else None
+        tried = by_command.pop(leaf, []) if leaf is not None else []
+        if tried:
+            what = f"#{entry.position} {entry.target}"
+            rows.extend(_attempt_bar(a, what, alone=len(tried) == 1) for a in tried)
+            previous = max(previous, entry.at_ms, *(a.ended_at for a in tried))
+            continue
         began = min(previous, entry.at_ms)
         failed = entry.error is not None
         attempts = _attempts(entry)
@@ -109,9 +155,14 @@ def bars(run: WorkflowRun, now_ms: int | None = None) -> tuple[list[Bar], int, i
         colour = _FAILED if failed else _COLOURS.get(entry.kind, "#546e7a")
         rows.append(Bar(label, began, entry.at_ms, colour, title, href=links.get(entry.position)))
         previous = max(previous, entry.at_ms)
+    for position, tried in sorted(by_command.items()):  # not settled yet (a retry pending)
+        rows.extend(_attempt_bar(a, f"command {position} {a.activity}") for a in tried)
+        previous = max(previous, *(a.ended_at for a in tried))
+    left_out = max(0, total - len(entries)) + max(0, len(rows) - CHART_ROWS)
+    rows = rows[:CHART_ROWS]
     now = wall_ms() if now_ms is None else now_ms
     end = _ms(run.finished_at) if run.finished_at else max(now, previous)
-    if run.finished_at is None and total <= CHART_ROWS:
+    if run.finished_at is None and not left_out:
         for timer in Timer.objects.using(db()).filter(run_id=run.pk).order_by("fire_at")[:10]:
             due = format_instant(timer.fire_at, with_relative=True, relative_to=now)
             rows.append(
@@ -125,7 +176,7 @@ def bars(run: WorkflowRun, now_ms: int | None = None) -> tuple[list[Bar], int, i
                 )
             )
             end = max(end, timer.fire_at)
-    return rows, start, max(end, start + 1), max(0, total - len(entries))
+    return rows, start, max(end, start + 1), left_out
 
 
 def run_chart(run: WorkflowRun, now_ms: int | None = None) -> SafeString:
@@ -139,7 +190,7 @@ def run_chart(run: WorkflowRun, now_ms: int | None = None) -> SafeString:
     parts = [
         f'<svg class="weft-run-chart" xmlns="http://www.w3.org/2000/svg" role="img" '
         f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}">',
-        f"<title>{escape(run.workflow_id)}: {len(rows)} steps over {format_age(span / 1000)}"
+        f"<title>{escape(run.workflow_id)}: {len(rows)} bars over {format_age(span / 1000)}"
         "</title>",
         f'<text x="{LABEL}" y="14" fill="#666">{escape(format_instant(start))}</text>',
         f'<text x="{WIDTH - 4}" y="14" fill="#666" text-anchor="end">'
@@ -163,13 +214,15 @@ def run_chart(run: WorkflowRun, now_ms: int | None = None) -> SafeString:
         ]
     parts.append("</svg>")
     note = (
-        f'<p class="help">The first {CHART_ROWS} steps; {left_out} more in the journal below.</p>'
+        f'<p class="help">The first {CHART_ROWS} bars; {left_out} more in the journal below.</p>'
         if left_out
         else ""
     )
     legend = (
-        "<p class=\"help\">Each bar runs from the previous step's end to the step's record; "
-        "dashed bars are open timers; red: failed. Times in "
+        '<p class="help">One bar per activity attempt, from its start to its end (red: '
+        "failed, orange: interrupted, its engine stopped; hover for the error); other steps "
+        "run from the previous step's end to their record; dashed bars are open timers. "
+        "Times in "
         f"{escape(timezone.get_current_timezone_name())}.</p>"
     )
     return mark_safe("".join(parts) + note + legend)

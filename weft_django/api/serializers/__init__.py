@@ -39,6 +39,7 @@ from .requests import (
 )
 from .responses import (
     TOKEN_HASH_PREFIX_LEN,
+    ActivityAttemptSerializer,
     ActivityHeartbeatSerializer,
     JournalEntrySerializer,
     PendingAsyncSerializer,
@@ -65,6 +66,7 @@ from .results import (
 __all__ = [
     "MAX_DURATION_SECONDS",
     "TOKEN_HASH_PREFIX_LEN",
+    "ActivityAttemptSerializer",
     "ActivityHeartbeatSerializer",
     "AsyncErrorSerializer",
     "AsyncSettledSerializer",

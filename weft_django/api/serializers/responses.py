@@ -20,6 +20,7 @@ from weft_django.engine.runs.waits import WAIT_KINDS
 from weft_django.kernel import ids
 from weft_django.models import (
     RUN_STATUSES,
+    ActivityAttempt,
     ActivityHeartbeat,
     AsyncActivity,
     JournalEntry,
@@ -89,6 +90,50 @@ class WaitSerializer(serializers.Serializer):
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         return dict(instance)
+
+
+class ActivityAttemptSerializer(serializers.ModelSerializer):
+    """One ended activity attempt: when it ran, how it ended, on which engine."""
+
+    position = serializers.IntegerField(help_text="The activity command's position.")
+    attempt = serializers.IntegerField(help_text="The attempt number (1-based).")
+    activity = serializers.CharField(help_text="The activity's registered name.")
+    started_at = serializers.IntegerField(help_text="When it started, ms (engine clock).")
+    ended_at = serializers.IntegerField(
+        help_text="When it ended, ms (engine clock); interrupted: when the next owner settled it."
+    )
+    outcome = serializers.ChoiceField(
+        choices=["ok", "failed", "interrupted"],
+        help_text="ok, failed, or interrupted (its engine stopped while it ran).",
+    )
+    error = JSONPayloadField(
+        what="attempt error",
+        allow_null=True,
+        help_text="Its error's headline (type: message), null when it succeeded; "
+        '{"hidden": true, "size": n} without weft.view_payload.',
+    )
+    engine_id = serializers.CharField(allow_blank=True, help_text="The engine that ran it.")
+    epoch = serializers.IntegerField(help_text="The claim epoch it was recorded under.")
+
+    class Meta:
+        model = ActivityAttempt
+        fields = (
+            "position",
+            "attempt",
+            "activity",
+            "started_at",
+            "ended_at",
+            "outcome",
+            "error",
+            "engine_id",
+            "epoch",
+        )
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        shown = super().to_representation(instance)
+        if not instance.error:  # it succeeded: no headline (nor a hidden one)
+            shown["error"] = None
+        return shown
 
 
 class ActivityHeartbeatSerializer(serializers.ModelSerializer):
@@ -231,6 +276,13 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
         help_text="The latest heartbeat of each activity command that reported progress, "
         "by position (detail views only).",
     )
+    attempts = ActivityAttemptSerializer(
+        many=True,
+        source="attempt_history",
+        help_text="The run's last 100 ended activity attempts, oldest first (detail views "
+        "only); `attempts_total` counts them all.",
+    )
+    attempts_total = serializers.IntegerField(help_text="How many attempts the run has ended.")
 
     class Meta(WorkflowSummarySerializer.Meta):
         fields = (
@@ -257,6 +309,8 @@ class WorkflowDetailSerializer(WorkflowSummarySerializer):
             "pending_async_token",
             "pending_async_activities",
             "heartbeats",
+            "attempts",
+            "attempts_total",
         )
 
 
@@ -288,6 +342,7 @@ class JournalEntrySerializer(serializers.ModelSerializer):
 
 __all__ = [
     "TOKEN_HASH_PREFIX_LEN",
+    "ActivityAttemptSerializer",
     "ActivityHeartbeatSerializer",
     "JournalEntrySerializer",
     "PendingAsyncSerializer",

@@ -42,6 +42,7 @@ from weft_django.engine.runs.filters import PARAM_KEYS, RunFilter
 from weft_django.engine.runs.waits import run_waits, waits_summary
 from weft_django.errors import InvalidRunFilter, WeftError, WorkflowNotFound
 from weft_django.inspection import payload_view
+from weft_django.inspection.attempts import latest_attempts
 from weft_django.models import ActivityHeartbeat, AsyncActivity, AsyncStatus, WorkflowRun
 
 
@@ -117,8 +118,8 @@ def detail_response(run: WorkflowRun, status: int = 200, **kwargs: Any) -> Respo
     Sets on the instance what is not a column of the run: the claim's epoch
     and owner (``client.ownership_status``, the client's one reading of a
     claim) and the pending async activities, by position; prefetches the
-    activities' latest heartbeats, by position (only detail views pay for
-    them: lists never read the relation).
+    activities' latest heartbeats, by position, and reads the last attempts
+    (only detail views pay for them: lists never read them).
     """
     ownership = client.ownership_status(run.workflow_id)
     waits = run_waits(run)
@@ -132,6 +133,7 @@ def detail_response(run: WorkflowRun, status: int = 200, **kwargs: Any) -> Respo
     # reads it from the cache (one query, by position).
     heartbeats = ActivityHeartbeat.objects.using(db()).order_by("position")
     prefetch_related_objects([run], Prefetch("heartbeats", queryset=heartbeats))
+    attempts, attempts_total = latest_attempts(run.pk, db())
     extra = {
         "epoch": ownership["epoch"],
         "owner": {**holder, "expired": ownership["expired"]} if holder is not None else None,
@@ -139,6 +141,8 @@ def detail_response(run: WorkflowRun, status: int = 200, **kwargs: Any) -> Respo
         "pending_async_token": pending[0] if pending else None,
         "waiting_reason": waits_summary(waits),
         "waits": [w.as_dict() for w in waits],
+        "attempt_history": attempts,
+        "attempts_total": attempts_total,
     }
     for name, value in extra.items():
         setattr(run, name, value)

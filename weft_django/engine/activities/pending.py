@@ -31,6 +31,8 @@ class PendingAttempt:
     secret: str | None = None
     #: ``time.monotonic()`` at submit: an attempt's duration runs from here.
     submitted: float = field(default_factory=time.monotonic)
+    #: Engine clock, ms: its started marker's instant (``None``: it has none).
+    started_ms: int | None = None
 
 
 __all__ = ["OnSuccess", "PendingAttempt"]

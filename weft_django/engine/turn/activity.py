@@ -28,13 +28,12 @@ from typing import Any
 from weft_django.engine import tracing
 from weft_django.engine.activities import attempt_log
 from weft_django.engine.activities.atomic import run_atomic
+from weft_django.engine.activities.attempt_context import attempt_info
+from weft_django.engine.activities.attempt_context import attempt_span as span_of
+from weft_django.engine.activities.attempts import attempt_row, marker_started_ms, started_since
 from weft_django.engine.activities.executor import ActivityOutcome
 from weft_django.engine.activities.heartbeats import heartbeat_sink
-from weft_django.engine.activities.info import (
-    ActivityInfo,
-    AttemptControl,
-    idempotency_key,
-)
+from weft_django.engine.activities.info import ActivityInfo, AttemptControl
 from weft_django.engine.activities.pending import OnSuccess, PendingAttempt
 from weft_django.engine.activities.started import (
     MARKER_KIND,
@@ -95,7 +94,7 @@ def start_attempt(
     marker = inbox.timers.get((MARKER_KIND, leaf.id))
     started = marked_attempt(marker)
     if started is not None:  # its engine stopped while it ran: that attempt failed
-        return _interrupted(turn, leaf, name, started, marker.engine_id if marker else "")
+        return _interrupted(turn, leaf, name, started, marker)
     timer = inbox.timers.get(("retry", leaf.id))
     if timer is not None and timer.fire_at > now:
         return False
@@ -107,8 +106,8 @@ def start_attempt(
     turn.still_owner()
     host = turn.host
     if definition.atomic:
-        _mark_started(turn, leaf, number, inbox)
-        return _run_atomic(turn, leaf, definition, number, args, kwargs, on_success, secret)
+        began = _mark_started(turn, leaf, number, inbox)
+        return _run_atomic(turn, leaf, definition, number, args, kwargs, on_success, secret, began)
     if definition.queue is not None and not activity_slot(turn, leaf.id, definition.queue):
         # No slot of its queue now: ask again in a moment (a retry timer, same attempt).
         return wait_for_activity_slot(turn, leaf.id, number, now)
@@ -125,7 +124,7 @@ def start_attempt(
             secret,
             span_for=lambda: attempt_span(turn, leaf, definition, number),
         )
-    _mark_started(turn, leaf, number, inbox)
+    began = _mark_started(turn, leaf, number, inbox)
     control = AttemptControl(
         wall_ms,  # the executor's clock: an attempt's timeouts are real time
         heartbeat_timeout_ms=definition.heartbeat_timeout_ms,
@@ -144,13 +143,16 @@ def start_attempt(
         )
     tracing.end_with_future(span, handle.future)
     handle.future.add_done_callback(lambda _: turn.attention.set())
-    turn.attempts[leaf.id] = PendingAttempt(leaf, definition, number, handle, on_success, secret)
+    turn.attempts[leaf.id] = PendingAttempt(
+        leaf, definition, number, handle, on_success, secret, started_ms=began
+    )
     return False
 
 
-def _mark_started(turn: TurnState, leaf: Leaf, number: int, inbox: RunInbox) -> None:
+def _mark_started(turn: TurnState, leaf: Leaf, number: int, inbox: RunInbox) -> int | None:
     """Record attempt ``number`` at ``leaf`` as started, before its code runs
-    (``engine.activities.started``); the turn's known timers include it."""
+    (``engine.activities.started``); the turn's known timers include it.
+    Returns the instant it recorded."""
     run = turn.run
     marker = record_started(
         turn.host, run_id=run.pk, workflow_id=run.workflow_id, position=leaf.id, attempt=number
@@ -158,18 +160,20 @@ def _mark_started(turn: TurnState, leaf: Leaf, number: int, inbox: RunInbox) -> 
     if marker is None:
         raise TurnAborted(run.workflow_id)
     inbox.timers[(MARKER_KIND, leaf.id)] = marker
+    return marker_started_ms(marker)
 
 
-def _interrupted(turn: TurnState, leaf: Leaf, name: str, number: int, engine_id: str) -> bool:
-    """Settle attempt ``number``, found started and never settled, as failed."""
+def _interrupted(turn: TurnState, leaf: Leaf, name: str, number: int, marker: Any) -> bool:
+    """Settle attempt ``number``, found started (``marker``) and never settled, as failed."""
     try:
         definition = get_activity(name)
     except LookupError as exc:
         return turn.settle(leaf, error=ActivityError(name, str(exc), kind="non_retryable"))
     record_attempt(turn.host.metrics, name, "failed", 0.0)
-    outcome = ActivityOutcome(ok=False, error=AttemptInterrupted(engine_id))
+    outcome = ActivityOutcome(ok=False, error=AttemptInterrupted(marker.engine_id))
     policy = interrupted_policy(definition, turn.host.settings.max_recovery_attempts)
-    return finish_outcome(turn, leaf, policy, number, outcome)
+    began = marker_started_ms(marker)
+    return finish_outcome(turn, leaf, policy, number, outcome, started_ms=began)
 
 
 def _run_atomic(
@@ -181,19 +185,22 @@ def _run_atomic(
     kwargs: dict[str, Any],
     on_success: OnSuccess | None,
     secret: str | None,
+    started_ms: int | None,
 ) -> bool:
     """An atomic attempt, run here on the turn thread (``engine.atomic``): its
-    result commits inside its transaction; a failure is recorded after the
-    rollback, exactly as a plain attempt's."""
+    result commits inside its transaction (with its history row); a failure
+    is recorded after the rollback, exactly as a plain attempt's."""
     name = definition.name
 
     def prepare(value: Any) -> Any:
         return normalize(f"result of activity {name!r}", value)
 
     def commit(value: Any) -> bool:
+        row = attempt_row(turn.host, turn.run, leaf.id, number, name, started_ms)
         if on_success is not None:
+            turn.deferred.append(row)
             return bool(on_success(value))
-        return turn.settle(leaf, result=value, hold=False)
+        return turn.settle(leaf, result=value, hold=False, writes=[row])
 
     # No heartbeat sink: a heartbeat batch would lock the claim and run rows
     # inside the body's transaction, before its own rows (the lock order).
@@ -229,20 +236,23 @@ def _run_atomic(
     if ended.committed is not None:
         return ended.committed
     if ended.unrecordable is not None:
-        return _settle_unrecordable(turn, leaf, name, ended.unrecordable, number)
+        bad = ended.unrecordable
+        text = safe_str(bad).replace(secret, "<token>") if secret else safe_str(bad)
+        row = attempt_row(turn.host, turn.run, leaf.id, number, name, started_ms, bad, text)
+        return _settle_unrecordable(turn, leaf, name, bad, number, row)
     assert ended.failure is not None
-    return finish_outcome(turn, leaf, definition, number, ended.failure, secret=secret)
+    return finish_outcome(
+        turn, leaf, definition, number, ended.failure, secret=secret, started_ms=started_ms
+    )
 
 
 def _settle_unrecordable(
-    turn: TurnState, leaf: Leaf, name: str, exc: BaseException, number: int
+    turn: TurnState, leaf: Leaf, name: str, exc: BaseException, number: int, row: Insert
 ) -> bool:
-    return turn.settle(
-        leaf,
-        error=ActivityError(
-            name, str(exc), kind="non_retryable", error_type=type(exc).__name__, attempts=number
-        ),
+    error = ActivityError(
+        name, str(exc), kind="non_retryable", error_type=type(exc).__name__, attempts=number
     )
+    return turn.settle(leaf, error=error, writes=[row])
 
 
 def finish_attempt(turn: TurnState, pending: PendingAttempt, outcome: ActivityOutcome) -> bool:
@@ -261,6 +271,11 @@ def finish_attempt(turn: TurnState, pending: PendingAttempt, outcome: ActivityOu
         outcome,
         on_success=pending.on_success,
         secret=pending.secret,
+        started_ms=(
+            started_since(turn.host.now_ms(), pending.submitted)
+            if pending.started_ms is None
+            else pending.started_ms
+        ),
     )
 
 
@@ -273,8 +288,10 @@ def finish_outcome(
     *,
     on_success: OnSuccess | None = None,
     secret: str | None = None,
+    started_ms: int | None = None,
 ) -> bool:
-    """Commit an attempt's outcome: its result, its final error, or its next retry."""
+    """Commit an attempt's outcome -- its result, its final error, or its next
+    retry -- and, in that same batch, its history row (``started_ms``: when it began)."""
     name = definition.name
     if definition.queue is not None:  # the attempt's slot frees in the commit of its outcome
         turn.deferred.append(release_activity_slot(turn, leaf.id))
@@ -283,18 +300,24 @@ def finish_outcome(
         text = safe_str(failure)
         return text.replace(secret, "<token>") if secret else text
 
+    # Its history row, committed with its outcome (``engine.activities.attempts``).
+    ended = functools.partial(attempt_row, turn.host, turn.run, leaf.id, number, name, started_ms)
+
     if outcome.ok:
         try:
             value = normalize(f"result of activity {name!r}", outcome.value)
         except PayloadError as exc:
-            return _settle_unrecordable(turn, leaf, name, exc, number)
-        if on_success is not None:
+            return _settle_unrecordable(turn, leaf, name, exc, number, ended(exc, describe(exc)))
+        row = ended()
+        if on_success is not None:  # its commit is the hand-out's: the row rides on it
+            turn.deferred.append(row)
             return bool(on_success(value))
-        return turn.settle(leaf, result=value)
+        return turn.settle(leaf, result=value, writes=[row])
     failure = outcome.error
     assert failure is not None
     non_retryable = isinstance(failure, definition.non_retryable)
-    expired = expire_routed(turn.run.pk, leaf.id, definition)  # a routed token answers no more
+    # A routed token answers no more.
+    expired = [*expire_routed(turn.run.pk, leaf.id, definition), ended(failure, describe(failure))]
     host = turn.host
     log = functools.partial(
         attempt_log.attempt_failed,
@@ -356,37 +379,11 @@ def finish_outcome(
 
 def attempt_span(turn: TurnState, leaf: Leaf, definition: ActivityDefinition, number: int) -> Any:
     """The attempt's ``weft.activity <name>`` span (``None``: tracing is off)."""
-    if not tracing.enabled():
-        return None
-    host = turn.host
-    run = turn.run
-    return tracing.attempt_span(
-        activity=definition.name,
-        position=leaf.id,
-        attempt=number,
-        workflow_name=run.name,
-        workflow_id=run.workflow_id,
-        run_id=str(run.pk),
-        engine_id=host.engine_id,
-        epoch=host.epoch_for(run.workflow_id),
-        celery_queue=definition.celery_queue,
-    )
+    return span_of(turn.host, turn.run, leaf.id, definition, number)
 
 
 def _info(turn: TurnState, leaf: Leaf, number: int, control: AttemptControl) -> ActivityInfo:
-    """The attempt's ``activity_info()``; the executor sets ``deadline`` when it starts."""
-    host = turn.host
-    workflow_id = turn.run.workflow_id
-    return ActivityInfo(
-        workflow_id=workflow_id,
-        run_id=str(turn.run.pk),
-        position=leaf.id,
-        attempt=number,
-        epoch=host.epoch_for(workflow_id),
-        idempotency_key=idempotency_key(workflow_id, leaf.id),
-        deadline=None,
-        control=control,
-    )
+    return attempt_info(turn.host, turn.run, leaf.id, number, control)
 
 
 __all__ = [

@@ -18,9 +18,10 @@ from django.core.management.base import CommandParser
 
 from weft_django.engine.runs.listing import attributes_of
 from weft_django.engine.runs.waits import run_waits
-from weft_django.inspection.format import format_instant
+from weft_django.inspection.attempts import latest_attempts, shown_error
+from weft_django.inspection.format import format_age, format_instant
 from weft_django.inspection.payload_view import may_view_payloads, shown, viewing
-from weft_django.models import JournalEntry, WorkflowRun
+from weft_django.models import ActivityAttempt, JournalEntry, WorkflowRun
 
 from .console import EXIT_USAGE, CliError, Console, Subcommand
 from .error_text import error_lines
@@ -85,6 +86,7 @@ def _show(options: dict[str, Any], console: Console, limit: int) -> None:
     journal = JournalEntry.objects.using(db()).filter(run_id=run.pk)
     total = journal.count()
     entries = list(reversed(journal.order_by("-position")[:limit])) if limit else []
+    attempts, attempts_total = latest_attempts(run.pk, db(), limit)
     body = {
         **summary(run),
         "updated_at": iso(run.updated_at),
@@ -103,6 +105,8 @@ def _show(options: dict[str, Any], console: Console, limit: int) -> None:
         "waiting_for": waits,
         "journal": [_entry(e) for e in entries],
         "journal_total": total,
+        "attempts": [_attempt(a) for a in attempts],
+        "attempts_total": attempts_total,
     }
     console.emit(body, _text(body))
 
@@ -126,6 +130,21 @@ def _entry(entry: JournalEntry) -> dict[str, Any]:
         "summary": clip(shown(entry.error if failed else entry.result)),
         "engine_id": entry.engine_id,
         "epoch": entry.epoch,
+    }
+
+
+def _attempt(attempt: ActivityAttempt) -> dict[str, Any]:
+    return {
+        "position": attempt.position,
+        "attempt": attempt.attempt,
+        "activity": attempt.activity,
+        "started_at": iso_ms(attempt.started_at),
+        "ended_at": iso_ms(attempt.ended_at),
+        "took_s": (attempt.ended_at - attempt.started_at) / 1000,
+        "outcome": attempt.outcome,
+        "error": shown_error(attempt),
+        "engine_id": attempt.engine_id,
+        "epoch": attempt.epoch,
     }
 
 
@@ -166,13 +185,24 @@ def _text(body: dict[str, Any]) -> list[str]:
             f"  {e['position']:>5}  {_when(e['at'], False)}  {e['kind']}{target}  "
             f"{mark}{e['summary']}"
         )
+    if body["attempts_total"]:
+        shown, total = len(body["attempts"]), body["attempts_total"]
+        more = f", the last {shown} shown" if shown < total else ""
+        lines.append(f"activity attempts ({total}{more}):")
+        for a in body["attempts"]:
+            error = a["error"] if isinstance(a["error"], str) else ("hidden" if a["error"] else "")
+            lines.append(
+                f"  {a['position']:>5}  {_when(a['started_at'], False)}  {a['activity']} "
+                f"attempt {a['attempt']}  {a['outcome']} after {format_age(a['took_s'])}"
+                f"  {a['engine_id']}{'  ' + error if error else ''}"
+            )
     return lines
 
 
 #: What `--help` says (for people using the command).
 USAGE = """Show a workflow's latest run: its status and times, its error (headline and
 traceback), what it waits for now, and the last --journal entries of its
-history. Changes nothing."""
+history and of its activity attempts. Changes nothing."""
 
 
 def _when(value: str | None, with_relative: bool = True) -> str:
