@@ -98,7 +98,7 @@ def test_each_attempt_is_recorded_with_its_times_outcome_and_engine(clock: Any) 
     tried = list(ActivityAttempt.objects.filter(run_id=run.pk).order_by("started_at", "id"))
     assert tried[1].error == "Flaky: order o-1: supplier busy (attempt 1)"
     assert tried[2].error == "Flaky: order o-1: supplier busy (attempt 2)"
-    assert tried[0].error == tried[3].error == ""
+    assert tried[0].error is None and tried[3].error is None
     assert all(a.engine_id == "att-engine" and a.epoch >= 1 for a in tried)
     # Times on the engine clock: each attempt starts once the previous one ended
     # (the retries after their 1 s and 2 s backoff, advanced by the test).

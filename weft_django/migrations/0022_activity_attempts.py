@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
                 ('started_at', models.BigIntegerField(help_text='engine clock, ms')),
                 ('ended_at', models.BigIntegerField(help_text='engine clock, ms (interrupted: when the next owner settled it)')),
                 ('outcome', models.CharField(choices=[('ok', 'ok'), ('failed', 'failed'), ('interrupted', 'interrupted')], max_length=16)),
-                ('error', models.CharField(blank=True, default='', help_text='its headline', max_length=500)),
+                ('error', models.JSONField(blank=True, help_text='its headline', null=True)),
                 ('engine_id', models.CharField(blank=True, default='', max_length=200)),
                 ('epoch', models.BigIntegerField(default=0)),
                 ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attempts', to='weft.workflowrun')),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from weft_django.models.fields import PayloadField
 from weft_django.models.runs import WorkflowRun
 
 
@@ -40,7 +41,9 @@ class ActivityAttempt(models.Model):
         help_text="engine clock, ms (interrupted: when the next owner settled it)"
     )
     outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
-    error = models.CharField(max_length=500, blank=True, default="", help_text="its headline")
+    #: Its headline (``None``: it succeeded). Exception text may quote the
+    #: data it failed on, so it passes the payload codecs like every payload.
+    error = PayloadField(null=True, blank=True, help_text="its headline")
     engine_id = models.CharField(max_length=200, blank=True, default="")
     epoch = models.BigIntegerField(default=0)
 

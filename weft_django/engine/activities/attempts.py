@@ -69,7 +69,7 @@ def attempt_row(
             started_at=now if started_ms is None else min(started_ms, now),
             ended_at=now,
             outcome=outcome,
-            error=headline,
+            error=headline or None,
             engine_id=engine_id[:200],
             epoch=host.epoch_for(run.workflow_id) or 0,
         )
