@@ -141,3 +141,29 @@ def test_fork_and_reset_without_user_are_audited(weft_env: Any) -> None:
     assert ClaimEvent.objects.filter(workflow_id="fr-sys", kind="rotate").get().engine_id == (
         "cli:weft"
     )
+
+
+def test_force_release_is_audited_and_an_unknown_user_writes_nothing(weft_env: Any) -> None:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    client.start("cli-waiter", 1, workflow_id="fr1")
+    weft_env.run_until_idle()
+    run = latest("fr1")
+    with pytest.raises(CommandError, match="nobody"):
+        call_command(
+            "weft_force_release", "fr1", "--user", "nobody", stdout=StringIO(), stderr=StringIO()
+        )
+    assert history(run.pk) == []
+    assert not ClaimEvent.objects.filter(workflow_id="fr1", kind="rotate").exists()
+    assert not get_user_model().objects.filter(username=SYSTEM_USERNAME).exists()
+
+    out = StringIO()
+    call_command("weft_force_release", "fr1", stdout=out, stderr=StringIO())
+    epoch = int(out.getvalue().strip())
+    [(user, message)] = history(run.pk)
+    assert user == SYSTEM_USERNAME
+    assert message == (
+        f"Force-released the claim (epoch {epoch - 1} -> {epoch}) by cli:weft (OS user {OS_USER})."
+    )

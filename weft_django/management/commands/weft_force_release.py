@@ -6,7 +6,10 @@ write through ``client.force_release`` -- the same rotation the admin's
 "force release" performs. The current owner's next fenced write fails and
 it stops driving the workflow; any engine picks the run up under the new
 epoch. The run's status is not changed. The new epoch is printed alone on
-stdout (for scripts), the explanation on stderr.
+stdout (for scripts), the explanation on stderr. Audited like the other
+operator commands (``management.cli.operator``): the workflow's latest run
+gets an admin History entry naming ``--user`` (or the system user) and the
+OS user.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from weft_django import client
 from weft_django.conf import get_settings
 from weft_django.errors import WeftError
 from weft_django.management import checked_args as checked
+from weft_django.management.cli.console import CliError
+from weft_django.management.cli.operator import add_user_argument, audit_runs, operator
 from weft_django.models import WorkflowClaim, WorkflowRun
 
 
@@ -33,6 +38,7 @@ class Command(BaseCommand):
             default="cli:weft_force_release",
             help="recorded as the ClaimEvent's engine id (default: cli:weft_force_release)",
         )
+        add_user_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         # Outside OWNERSHIP="workflow-lease" force_release itself refuses
@@ -41,6 +47,10 @@ class Command(BaseCommand):
         workflow_id = checked.workflow_id(options["workflow_id"])
         actor = checked.text("--actor", str(options["actor"]))
         db = settings.database
+        try:
+            who = operator(options)  # an unknown --user: refused, nothing written
+        except CliError as exc:
+            raise CommandError(str(exc)) from exc
         claim = WorkflowClaim.objects.using(db).filter(pk=workflow_id).first()
         if (
             claim is None
@@ -54,6 +64,12 @@ class Command(BaseCommand):
         except (WeftError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         holder = previous[1] or "no holder"
+        latest = (
+            WorkflowRun.objects.using(db)
+            .filter(workflow_id=workflow_id)
+            .order_by("-created_at")[:1]
+        )
+        audit_runs(who, latest, f"Force-released the claim (epoch {previous[0]} -> {epoch})")
         # The new epoch alone on stdout (for scripts); the explanation on stderr.
         self.stderr.write(
             f"{workflow_id}: epoch {previous[0]} -> {epoch} (was held by {holder}); "
