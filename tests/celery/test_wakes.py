@@ -183,11 +183,18 @@ def test_every_wake_arrives_through_celery(postgres, celery_app: Celery, workers
     print_latencies(f"celery tour on {broker.split(':')[0]}", worker, latencies)
 
 
-def find_drive(redis: Any, queue: str, run_id: str) -> tuple[bytes, dict[str, Any]] | None:
+def find_drive(
+    redis: Any, queue: str, run_id: str, via: str | None = None
+) -> tuple[bytes, dict[str, Any]] | None:
+    """A ``weft.drive`` message for ``run_id`` in ``queue`` (sent ``via`` that
+    transport, when given: a loaded node's polling pass may have queued its
+    own drive of the same run beside it)."""
     for raw in redis.lrange(queue, 0, -1):
         message = json.loads(raw)
         headers = message.get("headers", {})
-        if headers.get("task") == "weft.drive" and run_id in headers.get("argsrepr", ""):
+        if headers.get("task") != "weft.drive" or run_id not in headers.get("argsrepr", ""):
+            continue
+        if via is None or f"'via': '{via}'" in headers.get("kwargsrepr", ""):
             return raw, headers
     return None
 
@@ -222,7 +229,7 @@ def test_a_deleted_wake_message_is_recovered_by_polling(postgres, celery_app, wo
     broker = redis_client.Redis.from_url(REDIS_URL)
     raw, headers = wait_for(
         "the signal's wake in the owner's direct queue",
-        lambda: find_drive(broker, queue, handle.run_id),
+        lambda: find_drive(broker, queue, handle.run_id, via="celery"),
         worker,
     )
     assert "'signal'" in headers["argsrepr"] and "'via': 'celery'" in headers["kwargsrepr"]
