@@ -446,7 +446,7 @@ def _check_outcomes(
         if releases > len(mine):
             result.terminal_twice.append(f"{workflow_id}: {releases} releases for {len(mine)} runs")
         live = [run.status for run in mine if not run.is_terminal]
-        if live and workflow_id not in started:
+        if live and workflow_id not in expected:
             result.lost.append(f"{workflow_id} (a child): left {live}")
     return finals_of
 
