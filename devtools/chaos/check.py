@@ -42,10 +42,14 @@ Figures (the invariant each protects):
 
 The newer capabilities' audits (schedule ticks, queue limits, updates,
 events and streams, cancel cleanups, deadlocks in the engine logs) are in
-``devtools.chaos.check_capabilities``; their figures are here, in the one
-summary line. ``lost`` covers their outcomes too: a cancelled workflow must
-end ``cancelled``, a detached child and each schedule tick's run
-``completed`` with the result its id determines.
+``devtools.chaos.check_capabilities``, those of flow control (queued
+children and schedule runs, a fair queue, debounce) and poison containment
+in ``devtools.chaos.check_flow``; their figures are here, in the one
+summary line. Engine deaths a poison run caused (``crash``: seen and
+restarted by ``harness.Supervisor``, or announced in the poison log) count
+as faults wherever a fault explains something. ``lost`` covers their
+outcomes too: a cancelled workflow must end ``cancelled``, a detached child
+and each schedule tick's run ``completed`` with the result its id determines.
 """
 
 from __future__ import annotations

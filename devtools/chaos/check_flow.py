@@ -134,11 +134,11 @@ def check_fairness(
     for workflow_id, at in admitted.items():
         by_key[fair[workflow_id][0]].append(at)
     small_keys = set(small)
+    weights = dict(fair.values())
     for workflow_id, (key, _) in sorted(fair.items()):
         if key not in small_keys or workflow_id not in admitted or workflow_id not in created:
             continue
         since, until = created[workflow_id] + FAIR_SLACK_MS, admitted[workflow_id]
-        weights = {k: w for k, w in fair.values()}
         for other, instants in sorted(by_key.items()):
             if other == key:
                 continue
