@@ -400,19 +400,21 @@ class Cluster:
         )
         sent = 0
         if slot.kind == "celery":
-            from weft_django.transports import celery_node
+            from weft_django.transports.celery.messages import DriveMessage, send_drive
 
             for run_id, workflow_id in runs:
                 epoch = epochs.get(workflow_id, 0)
                 for wake_epoch in (epoch, epoch, epoch - 1):
-                    sent += celery_node.send_drive(
+                    message = DriveMessage(
                         slot.node_name(),
                         str(run_id),
                         "drive",
                         slot.engine_id,
                         wake_epoch,
                         via="chaos",
+                        workflow_id=workflow_id,
                     )
+                    sent += send_drive(message)
             return sent
         with connection.cursor() as cursor:
             for workflow_id in [wid for _, wid in runs] or ["chaos-dup"]:
