@@ -337,7 +337,7 @@ def audit(
     runs = list(WorkflowRun.objects.filter(MINE))
     result.runs = len(runs)
     # An engine's death by a poison run is a fault the injector did not plan.
-    poisoned = flow.poison_crashes(None if logs is None else logs / POISON_LOG)
+    poisoned = flow.poison_crashes(None if logs is None else logs / POISON_LOG, actions.crashes)
     result.engine_crashes = len(poisoned)
     result.engines_revived = len(actions.crashes)
     result.engines_down = list(actions.engines_down)

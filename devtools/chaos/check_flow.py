@@ -212,25 +212,36 @@ def check_debounce(
                 )
 
 
-def poison_crashes(log: Path | None) -> list[FaultRecord]:
+#: How long after a poison run announced its exit the supervisor may first see
+#: the engine dead (it looks every ``supervisor.INTERVAL_S``, slower when busy).
+SEEN_WITHIN_MS = 5_000
+
+
+def poison_crashes(log: Path | None, seen: Iterable[FaultRecord] = ()) -> list[FaultRecord]:
     """Every engine death a poison run announced (a line of the poison log,
     ``flows.POISON_LOG``), as a ``crash`` fault of the engine label that ran
     it, at that instant: what explains a duplicate execution on that engine,
-    a Celery pool process's death included (which the harness cannot see)."""
+    a Celery pool process's death included (which the harness cannot see).
+    When the supervisor saw that engine dead soon after (``seen``), the crash
+    names its engine id: its sessions ended at the announced instant, a little
+    before the supervisor noticed (a Celery pool process's death names none:
+    the node's sessions live on)."""
     from devtools.chaos.injector import FaultRecord
 
     if log is None or not log.exists():
         return []
+    noticed = sorted((f.start_ms, f.target, f.engine_id) for f in seen if f.kind == "crash")
     crashes = []
     for line in log.read_text().splitlines():
         if not line.strip():
             continue
         entry = json.loads(line)
-        at = int(entry["at"])
+        at, label = int(entry["at"]), str(entry["engine"])
+        engine_id = next(
+            (e for t, lab, e in noticed if lab == label and 0 <= t - at <= SEEN_WITHIN_MS), ""
+        )
         crashes.append(
-            FaultRecord(
-                "crash", str(entry["engine"]), "", at, at, detail=f"poison {entry['workflow_id']}"
-            )
+            FaultRecord("crash", label, engine_id, at, at, detail=f"poison {entry['workflow_id']}")
         )
     return crashes
 

@@ -299,8 +299,14 @@ def test_each_announced_poison_exit_is_a_crash_of_its_engine(tmp_path: Path) -> 
         '{"workflow_id": "chaos-poison-body-0", "engine": "chaos-c3", "at": 1000}\n'
         '{"workflow_id": "chaos-poison-act-0", "engine": "chaos-e1", "at": 2000}\n'
     )
-    crashes = flow.poison_crashes(log)
+    # The supervisor saw chaos-e1.2 dead 300 ms after the announcement (and an
+    # older boot of that slot long before): the crash names the engine that died.
+    seen = [
+        FaultRecord("crash", "chaos-e1", "chaos-e1.1", start_ms=500, end_ms=900),
+        FaultRecord("crash", "chaos-e1", "chaos-e1.2", start_ms=2_300, end_ms=3_000),
+    ]
+    crashes = flow.poison_crashes(log, seen)
     assert [(c.kind, c.target, c.engine_id, c.start_ms, c.end_ms, c.detail) for c in crashes] == [
         ("crash", "chaos-c3", "", 1000, 1000, "poison chaos-poison-body-0"),
-        ("crash", "chaos-e1", "", 2000, 2000, "poison chaos-poison-act-0"),
+        ("crash", "chaos-e1", "chaos-e1.2", 2000, 2000, "poison chaos-poison-act-0"),
     ]
