@@ -31,6 +31,13 @@ committed (never from their logs or counters, which faults cut short):
 - ``deadlocks``: 'deadlock detected' errors in the engine logs (each
   traceback counted once: Django's ``OperationalError`` line repeats the
   driver's), which issue #21 demands be 0.
+
+The flow-control and poison audits (``fair_starved``,
+``debounce_violations``, ``poison_uncontained``, ``engines_down``, and the
+children's and fair queue's concurrency in ``queue_limit_exceeded``) are in
+``devtools.chaos.check_flow``, built on ``journal_spans`` and
+``concurrency_sweep`` here; every one of these lists is a violation
+(``check.CAPABILITY_VIOLATIONS``).
 """
 
 from __future__ import annotations
