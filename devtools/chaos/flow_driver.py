@@ -13,7 +13,8 @@ A seeded plan, spread over the start window like the ordinary starts:
   and the run it returned (``check_flow.DebounceCall``);
 - ``client.trigger_schedule`` of the soak's schedule (its runs share the
   children's queue);
-- the poison runs, one of each kind per ``ChaosConfig.poison``.
+- the poison runs, one of each kind per ``ChaosConfig.poison``; the
+  schedule is deleted only once they are contained and quiet (``settled``).
 
 Everything it did is in the ``check.Actions`` the audit reads.
 """
@@ -21,8 +22,10 @@ Everything it did is in the ``check.Actions`` the audit reads.
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from devtools.chaos import workflows as chaos
@@ -32,12 +35,15 @@ from devtools.chaos.flows import DEBOUNCED
 from weft_django import client
 from weft_django.errors import ScheduleNotFound
 from weft_django.kernel.clock import wall_ms
+from weft_django.models import WorkflowRun
 
 FAIR_BUSY = 6
 FAIR_SMALL = 3
 DEBOUNCE_CALLS = 4
 DEBOUNCE_SPACING_S = 0.2
 DEBOUNCE = DebouncePlan(period_ms=1_500, max_wait_ms=30_000)
+#: Seconds without a poison death before the schedule is deleted.
+QUIET_S = 15.0
 
 
 class FlowDriver:
@@ -64,6 +70,28 @@ class FlowDriver:
 
     def done(self) -> bool:
         return not self.plan
+
+    def settled(self, poison_log: Path) -> bool:
+        """Every poison run contained and no engine killed by one for
+        ``QUIET_S``: the harness deletes the schedule only then, so the ticks a
+        driver's dying holders delayed are caught up before its tail is audited
+        (``check_capabilities.check_schedule``)."""
+        if not self.done():
+            return False
+        if (
+            self.actions.poison
+            and WorkflowRun.objects.filter(
+                workflow_id__in=list(self.actions.poison),
+                status__in=("pending", "running", "parked"),
+            ).exists()
+        ):
+            return False
+        last = 0
+        if poison_log.exists():
+            for line in poison_log.read_text().splitlines():
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    last = max(last, int(json.loads(line)["at"]))
+        return wall_ms() - last >= QUIET_S * 1000
 
     def pump(self, now: float) -> None:
         while self.plan and self.plan[0][0] <= now:

@@ -530,7 +530,7 @@ class Driver:
             _, i = self.plan.pop(0)
             self._start(i, now)
         self.flow.pump(now)
-        if not self.plan:
+        if not self.plan and self.flow.settled(self.config.logs / POISON_LOG):
             self._stop_schedule()
         due = [item for item in self.later if item[0] <= now]
         self.later = [item for item in self.later if item[0] > now]
