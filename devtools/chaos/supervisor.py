@@ -7,7 +7,9 @@ runs for a reason that is not the product's; a deployment restarts its
 engines, and so does the harness. Each death is recorded as a ``crash``
 ``FaultRecord`` (the claims its engine held, when it was seen, when its
 successor was booted) so the audit explains what a crash explains, like a
-``kill``. The slot's ``lock`` keeps the injector's own kill-and-reboot and
+``kill``. An engine may also die of something else (a Celery node that
+gives up on its broker during an outage): it is restarted the same way.
+The slot's ``lock`` keeps the injector's own kill-and-reboot and
 this one apart. ``down()`` names the slots whose engine is not running:
 the audit's ``engines_down`` once every run finished.
 """
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError, connection
 
 from devtools.chaos.injector import FaultRecord
+from devtools.procs import WaitTimedOut
 from weft_django.kernel.clock import wall_ms
 
 if TYPE_CHECKING:
@@ -32,6 +35,8 @@ logger = logging.getLogger("devtools.chaos")
 
 #: How often the supervisor looks for a dead engine.
 INTERVAL_S = 0.1
+#: Hang protection of one restart (a broker outage lasts up to 30 s).
+REVIVE_TIMEOUT_S = 300.0
 
 
 class Supervisor:
@@ -89,14 +94,7 @@ class Supervisor:
                 slot.dead_engine_ids.append(engine_id)
             slot.boot()
             record.end_ms = wall_ms()
-            for attempt in range(20):
-                try:
-                    slot.wait_ready()
-                    break
-                except DatabaseError:  # the server restarts (``pg_restart``): wait it out
-                    with contextlib.suppress(DatabaseError):
-                        connection.close()
-                    time.sleep(0.5 * (attempt + 1))
+            self._wait_ready(slot)
             record.detail = (
                 f"exited {process.proc.returncode}; held {len(held)}; restarted as {slot.engine_id}"
             )
@@ -104,6 +102,22 @@ class Supervisor:
             logger.info("engine %s of %s died: %s", engine_id, slot.label, record.detail)
         finally:
             slot.lock.release()
+
+    def _wait_ready(self, slot: Slot) -> None:
+        """Wait for the fresh engine, through a database restart (its reads
+        fail) and a broker outage (a Celery node is not ready until the broker
+        is back: longer than one wait's bound); at most ``REVIVE_TIMEOUT_S``."""
+        deadline = time.monotonic() + REVIVE_TIMEOUT_S
+        while True:
+            try:
+                slot.wait_ready()
+                return
+            except (DatabaseError, WaitTimedOut):
+                if time.monotonic() > deadline:
+                    raise
+                with contextlib.suppress(DatabaseError):
+                    connection.close()
+                time.sleep(1.0)
 
     def _held(self, engine_id: str) -> dict[str, int]:
         """Its claims, read again on a fresh connection while the server restarts."""

@@ -78,6 +78,25 @@ def test_a_dead_engine_is_restarted_and_recorded_a_busy_slot_left_alone() -> Non
     assert supervisor.down() == []
 
 
+def test_a_restart_waits_out_a_broker_outage() -> None:
+    """A Celery node is not ready while the broker is down: one wait's bound
+    passing is no reason to give up (nor to fail the soak)."""
+    from devtools.procs import WaitTimedOut
+
+    class SlowSlot(FakeSlot):
+        waits = 0
+
+        def wait_ready(self) -> None:
+            self.waits += 1
+            if self.waits < 3:
+                raise WaitTimedOut("timed out after 30 s waiting for the node to be ready")
+
+    slot = SlowSlot("chaos-c3", FakeProcess(alive=False), ["chaos-c3-b1"])
+    supervisor = Supervisor(FakeCluster(slot))  # type: ignore[arg-type]
+    supervisor._revive(slot)  # type: ignore[arg-type]
+    assert slot.waits == 3 and [r.target for r in supervisor.records] == ["chaos-c3"]
+
+
 def test_the_thread_revives_until_stopped() -> None:
     slot = FakeSlot("chaos-e1", FakeProcess(alive=False), ["chaos-e1.1"])
     supervisor = Supervisor(FakeCluster(slot))  # type: ignore[arg-type]
