@@ -41,6 +41,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--workflows", type=int, default=300)
     parser.add_argument("--faults", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--poison",
+        type=int,
+        default=1,
+        help="poison runs of each kind (an activity and a body that exit their engine)",
+    )
     parser.add_argument("--database", default="weft_chaos", help="dropped and recreated")
     parser.add_argument(
         "--pg",
@@ -176,6 +182,7 @@ def run(
         workflows=args.workflows,
         faults=args.faults,
         seed=args.seed,
+        poison=args.poison,
         logs=args.logs,
         broker=broker_url,
         start_window_s=args.start_window,

@@ -42,10 +42,14 @@ Figures (the invariant each protects):
 
 The newer capabilities' audits (schedule ticks, queue limits, updates,
 events and streams, cancel cleanups, deadlocks in the engine logs) are in
-``devtools.chaos.check_capabilities``; their figures are here, in the one
-summary line. ``lost`` covers their outcomes too: a cancelled workflow must
-end ``cancelled``, a detached child and each schedule tick's run
-``completed`` with the result its id determines.
+``devtools.chaos.check_capabilities``, those of flow control (queued
+children and schedule runs, a fair queue, debounce) and poison containment
+in ``devtools.chaos.check_flow``; their figures are here, in the one
+summary line. Engine deaths a poison run caused (``crash``: seen and
+restarted by ``harness.Supervisor``, or announced in the poison log) count
+as faults wherever a fault explains something. ``lost`` covers their
+outcomes too: a cancelled workflow must end ``cancelled``, a detached child
+and each schedule tick's run ``completed`` with the result its id determines.
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ from typing import Any
 from django.db.models import Q
 
 from devtools.chaos import check_capabilities as capabilities
+from devtools.chaos import check_flow as flow
+from devtools.chaos.check_flow import DebounceCall, DebouncePlan
+from devtools.chaos.flows import DEBOUNCED, POISON_LOG, POISON_NAMES
 from devtools.chaos.injector import (
     DISABLING,
     DISRUPTIVE,
@@ -79,6 +86,7 @@ from devtools.chaos.workflows import (
     expected_talk,
 )
 from project.demo.models import SideEffect, StockMove
+from weft_django.conf import get_settings
 from weft_django.engine.workflow.commands import LEAF_KINDS
 from weft_django.kernel.schedule_spec import driver_workflow_id
 from weft_django.models import ClaimEvent, EngineRecord, JournalEntry, WorkflowClaim, WorkflowRun
@@ -112,6 +120,18 @@ class Actions:
     updates_sent: int = 0
     updates_resent: int = 0
     schedule: ScheduleWindow | None = None
+    #: Runs started on the fair queue: workflow id -> (fairness key, weight) ...
+    fair: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: ... and the keys of them with one run each (never admitted before).
+    fair_small: list[str] = field(default_factory=list)
+    debounce: list[DebounceCall] = field(default_factory=list)
+    debounce_plan: DebouncePlan | None = None
+    #: Poison runs: workflow id -> workflow name.
+    poison: dict[str, str] = field(default_factory=dict)
+    #: Engine deaths the harness saw and answered with a fresh engine.
+    crashes: list[FaultRecord] = field(default_factory=list)
+    #: Slots whose engine was down once every run had finished.
+    engines_down: list[str] = field(default_factory=list)
 
 
 #: The capability figures that are broken promises (each a list of offenders).
@@ -124,6 +144,10 @@ CAPABILITY_VIOLATIONS = (
     "events_lost_or_reordered",
     "cleanup_twice",
     "cleanup_missing",
+    "fair_starved",
+    "debounce_violations",
+    "poison_uncontained",
+    "engines_down",
 )
 
 
@@ -177,6 +201,24 @@ class Audit:
     #: Queue spans and admissions stamped by an engine under a clock step: no
     #: evidence either way (``check_capabilities.check_queue``).
     queue_evidence_skipped: int = 0
+    # -- flow control and poison containment (``check_flow``) --------------------------
+    schedule_triggers: int = 0
+    child_queue_runs: int = 0
+    child_queue_peak: int = 0
+    fair_queue_runs: int = 0
+    fair_queue_peak: int = 0
+    fair_admissions: int = 0
+    fair_starved: list[str] = field(default_factory=list)
+    debounce_calls: int = 0
+    debounce_bursts: int = 0
+    debounce_runs: int = 0
+    debounce_splits_explained: int = 0
+    debounce_violations: list[str] = field(default_factory=list)
+    poison_runs: int = 0
+    poison_uncontained: list[str] = field(default_factory=list)
+    engine_crashes: int = 0
+    engines_revived: int = 0
+    engines_down: list[str] = field(default_factory=list)
     #: ``pg_stat_database.deadlocks`` of the soak's database over the run: every
     #: deadlock PostgreSQL detected, logged by an engine or not (set by the harness).
     pg_deadlocks: int = 0
@@ -238,6 +280,16 @@ class Audit:
             f"events_lost_or_reordered={len(self.events_lost_or_reordered)} "
             f"cancels={self.cancels} cleanup_twice={len(self.cleanup_twice)} "
             f"cleanup_missing={len(self.cleanup_missing)} "
+            f"schedule_triggers={self.schedule_triggers} "
+            f"child_queue_runs={self.child_queue_runs} child_queue_peak={self.child_queue_peak} "
+            f"fair_queue_runs={self.fair_queue_runs} fair_queue_peak={self.fair_queue_peak} "
+            f"fair_admissions={self.fair_admissions} fair_starved={len(self.fair_starved)} "
+            f"debounce_calls={self.debounce_calls} bursts={self.debounce_bursts} "
+            f"runs={self.debounce_runs} (split by rule {self.debounce_splits_explained}) "
+            f"debounce_violations={len(self.debounce_violations)} "
+            f"poison_runs={self.poison_runs} poison_uncontained={len(self.poison_uncontained)} "
+            f"engine_crashes={self.engine_crashes} engines_revived={self.engines_revived} "
+            f"engines_down={len(self.engines_down)} "
             f"deadlocks={self.deadlocks} pg_deadlocks={self.pg_deadlocks} "
             f"duration_s={duration_s:.0f}"
         )
@@ -282,14 +334,28 @@ def audit(
     actions = actions or Actions()
     result = Audit(workflows=len(started), faults=Counter(f.kind for f in faults))
     result.updates_sent, result.updates_resent = actions.updates_sent, actions.updates_resent
-    runs = list(WorkflowRun.objects.filter(workflow_id__startswith="chaos-"))
+    runs = list(WorkflowRun.objects.filter(MINE))
     result.runs = len(runs)
+    # An engine's death by a poison run is a fault the injector did not plan.
+    poisoned = flow.poison_crashes(None if logs is None else logs / POISON_LOG, actions.crashes)
+    result.engine_crashes = len(poisoned)
+    result.engines_revived = len(actions.crashes)
+    result.engines_down = list(actions.engines_down)
+    faults = [*faults, *actions.crashes, *poisoned]
     events = _events()
     finals = _check_outcomes(result, started, runs, events, actions)
     _check_journal(result, runs, events, grace_ms, _session_ends(faults, engines))
     _check_activities(result, faults, runs)
     _check_atomic(result, runs)
     _check_claims(result, faults, events, set(dead), takeover_bound_ms)
+    flow.check_queue_limits(result, runs, faults)
+    flow.check_fairness(result, actions.fair, runs, events, faults, small=actions.fair_small)
+    if actions.debounce_plan is not None:
+        debounced = [run for run in runs if run.name == DEBOUNCED]
+        flow.check_debounce(result, actions.debounce, actions.debounce_plan, debounced, faults)
+    flow.check_poison(
+        result, actions.poison, finals, max_recovery_attempts=get_settings().max_recovery_attempts
+    )
     talks = capabilities.by_name(started, "chaos-talk")
     cancels = capabilities.by_name(started, "chaos-cancel")
     capabilities.check_schedule(result, actions.schedule, runs, faults)
@@ -304,11 +370,15 @@ def audit(
     return result
 
 
+#: The soak's workflows: its own ids and the debounce runs' (``debounce:<name>:...``).
+MINE = Q(workflow_id__startswith="chaos-") | Q(workflow_id__startswith=f"debounce:{DEBOUNCED}:")
+
+
 def _events() -> dict[str, list[ClaimEvent]]:
     """The claim events of the chaos workflows and of the schedule's driver (a
     workflow the engines own like any other: a fault may hit its holder)."""
     grouped: dict[str, list[ClaimEvent]] = defaultdict(list)
-    mine = Q(workflow_id__startswith="chaos-") | Q(workflow_id=driver_workflow_id(SCHEDULE_ID))
+    mine = MINE | Q(workflow_id=driver_workflow_id(SCHEDULE_ID))
     for event in ClaimEvent.objects.filter(mine).order_by("id"):
         grouped[event.workflow_id].append(event)
     return grouped
@@ -329,7 +399,9 @@ def _check_outcomes(
     by_id = capabilities.group_runs(runs)
     detached = capabilities.detached_children(started)
     result.detached = len(detached)
-    expected = {**started, **detached}
+    fair = {workflow_id: ("chaos-fair", "") for workflow_id in actions.fair}
+    poison = {workflow_id: (name, "") for workflow_id, name in actions.poison.items()}
+    expected = {**started, **detached, **fair, **poison}
     ticks = [w for w in by_id if w.startswith(f"{SCHEDULE_ID}@")]
     cancelled = set(actions.cancelled)
     finals_of: dict[str, WorkflowRun] = {}
@@ -348,12 +420,16 @@ def _check_outcomes(
             elif final.status != "cancelled" or (final.error or {}).get("type") != "Cancelled":
                 result.lost.append(f"{workflow_id}: {final.status} {final.error}, not cancelled")
             continue
+        if name in POISON_NAMES:
+            continue  # contained, not completed: ``check_flow.check_poison``
         if final.status != "completed":
             result.lost.append(f"{workflow_id}: {final.status} {final.error}")
             continue
         got: Any = final.result
         if name == "chaos-ticked":
             want: Any = f"{workflow_id}:tick"
+        elif name == "chaos-fair":
+            want = f"{workflow_id}:fair"
         elif name == "chaos-talk":
             want = expected_talk(workflow_id, key)
             if isinstance(got, dict) and isinstance(got.get("applied"), list):
@@ -374,7 +450,7 @@ def _check_outcomes(
         if releases > len(mine):
             result.terminal_twice.append(f"{workflow_id}: {releases} releases for {len(mine)} runs")
         live = [run.status for run in mine if not run.is_terminal]
-        if live and workflow_id not in started:
+        if live and workflow_id not in expected:
             result.lost.append(f"{workflow_id} (a child): left {live}")
     return finals_of
 
@@ -386,6 +462,8 @@ def _session_ends(faults: list[FaultRecord], engines: dict[str, str]) -> dict[st
     ends: dict[str, int] = {}
     for fault in faults:
         if fault.kind in SESSION_ENDING:
+            if not fault.engine_id:
+                continue  # a poison crash of a Celery pool process: the node lives on
             hit = list(engines) if fault.engine_id == EVERY_ENGINE else [fault.engine_id]
             for engine_id in hit:
                 ends[engine_id] = min(ends.get(engine_id, fault.start_ms), fault.start_ms)
@@ -585,8 +663,10 @@ def _check_claims(
                     f"{workflow_id}: epoch {epoch} of {fault.engine_id} ({fault.kind}) replaced "
                     f"after {latency} ms > {bound} ms by {newer[0].kind}"
                 )
-    for workflow_id, engine_id in WorkflowClaim.objects.filter(
-        workflow_id__startswith="chaos-", engine_id__isnull=False
-    ).values_list("workflow_id", "engine_id"):
+    for workflow_id, engine_id in (
+        WorkflowClaim.objects.filter(MINE)
+        .filter(engine_id__isnull=False)
+        .values_list("workflow_id", "engine_id")
+    ):
         state = "dead" if engine_id in dead else "live"
         result.stuck.append(f"{workflow_id}: still held by {state} engine {engine_id} at the end")

@@ -31,11 +31,19 @@ committed (never from their logs or counters, which faults cut short):
 - ``deadlocks``: 'deadlock detected' errors in the engine logs (each
   traceback counted once: Django's ``OperationalError`` line repeats the
   driver's), which issue #21 demands be 0.
+
+The flow-control and poison audits (``fair_starved``,
+``debounce_violations``, ``poison_uncontained``, ``engines_down``, and the
+children's and fair queue's concurrency in ``queue_limit_exceeded``) are in
+``devtools.chaos.check_flow``, built on ``journal_spans`` and
+``concurrency_sweep`` here; every one of these lists is a violation
+(``check.CAPABILITY_VIOLATIONS``).
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -44,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from devtools.chaos import workflows as chaos
 from project.demo.models import StockMove
 from weft_django.engine.replay.updates import DONE_EVENT
+from weft_django.kernel.schedule_spec import driver_workflow_id
 from weft_django.models import ClaimEvent, JournalEntry, StreamEntry, WorkflowEvent, WorkflowRun
 
 if TYPE_CHECKING:
@@ -60,6 +69,13 @@ CLOCK_STEP_MARGIN_MS = 3_000
 #: After the schedule is deleted, ticks this close to the deletion may not have
 #: fired (the driver's engine just faulted, its taker not yet caught up).
 SCHEDULE_TAIL_SLACK_MS = 10_000
+#: The workflow id of a run ``client.trigger_schedule`` started (no tick's key).
+TRIGGERED = re.compile(r"-t[0-9a-f]{6}$")
+#: What one fault that disabled the schedule driver's holder (a kill, a pause, a
+#: partition, a crash of an engine whose claims included the driver's) may cost
+#: the tail: the driver's takeover (TTL + grace + a scan, with slack) and its
+#: interrupted step's retry (``weft.schedule.step`` backs off up to 10 s).
+DRIVER_DISRUPTION_MS = 15_000
 DEADLOCK = "deadlock detected"
 DEADLOCK_WRAPPER = "OperationalError: deadlock detected"
 
@@ -91,6 +107,9 @@ def check_schedule(
         if not run.workflow_id.startswith(f"{window.schedule_id}@"):
             continue
         key = run.idempotency_key or ""
+        if not key and TRIGGERED.search(run.workflow_id):
+            result.schedule_triggers += 1  # ``client.trigger_schedule``: outside the ticks
+            continue
         if not key.startswith(prefix):
             result.schedule_ticks_twice.append(f"{run.workflow_id}: not a tick's key ({key!r})")
             continue
@@ -117,10 +136,31 @@ def check_schedule(
     if end is not None:
         if fired[-1] > end:
             result.schedule_ticks_twice.append(f"tick {fired[-1]} after deletion at {end}")
-        if end - fired[-1] > SCHEDULE_TAIL_SLACK_MS + _outage_ms(faults, fired[-1], end):
+        slack = SCHEDULE_TAIL_SLACK_MS + _outage_ms(faults, fired[-1], end)
+        slack += DRIVER_DISRUPTION_MS * _driver_disruptions(faults, window, fired[-1], end)
+        if end - fired[-1] > slack:
             result.schedule_ticks_missed.append(
                 f"last tick {fired[-1]}, schedule deleted at {end}: the tail never fired"
             )
+
+
+def _driver_disruptions(
+    faults: Iterable[FaultRecord], window: ScheduleWindow, start_ms: int, end_ms: int
+) -> int:
+    """Faults between ``start_ms`` and ``end_ms`` that disabled the engine
+    holding the schedule's driver (its claim among those the fault's record
+    says the engine held): each delays the ticks until the driver is taken
+    over and its step retried; the ticks due meanwhile are caught up after
+    that -- unless the schedule is deleted first (a poison run killing one
+    driver holder after another does exactly this)."""
+    from devtools.chaos.injector import DISABLING
+
+    driver = driver_workflow_id(window.schedule_id)
+    return sum(
+        1
+        for fault in faults
+        if fault.kind in DISABLING and driver in fault.held and start_ms <= fault.start_ms <= end_ms
+    )
 
 
 def stepped_windows(faults: Iterable[FaultRecord]) -> dict[str, list[tuple[int, int]]]:
@@ -156,34 +196,14 @@ def check_queue(
     windows = stepped_windows(faults)
     run_ids = {run.pk: run.workflow_id for run in runs if run.workflow_id in wanted}
     result.queue_runs = len(run_ids)
-    spans: dict[tuple[str, int], list[int]] = {}
-    skewed: set[tuple[str, int]] = set()
-    for run_id, epoch, at, engine_id in JournalEntry.objects.filter(
-        run_id__in=list(run_ids)
-    ).values_list("run_id", "epoch", "at_ms", "engine_id"):
-        key = (run_ids[run_id], epoch)
-        if _stepped(windows, engine_id, at):
-            skewed.add(key)
-        span = spans.setdefault(key, [at, at])
-        span[0], span[1] = min(span[0], at), max(span[1], at)
-    for key in skewed:
-        del spans[key]
-    result.queue_evidence_skipped += len(skewed)
-    # Sweep: ends before starts at one instant (a slot freed then taken in one ms).
-    points = sorted(
-        [(start, 1, wid) for (wid, _), (start, _) in spans.items()]
-        + [(end, 0, wid) for (wid, _), (_, end) in spans.items()]
-    )
-    inside: Counter[str] = Counter()
-    for at, starts, workflow_id in points:
-        inside[workflow_id] += 1 if starts else -1
-        now = [w for w, n in inside.items() if n > 0]
-        result.queue_peak = max(result.queue_peak, len(now))
-        if starts and len(now) > chaos.QUEUE_CONCURRENCY:
-            result.queue_limit_exceeded.append(
-                f"{len(now)} runs of {chaos.QUEUE} in flight at {at} "
-                f"(concurrency {chaos.QUEUE_CONCURRENCY}): {sorted(now)}"
-            )
+    spans, skewed = journal_spans(run_ids, windows)
+    result.queue_evidence_skipped += skewed
+    result.queue_peak, exceeded = concurrency_sweep(spans, chaos.QUEUE_CONCURRENCY)
+    for at, now in exceeded:
+        result.queue_limit_exceeded.append(
+            f"{len(now)} runs of {chaos.QUEUE} in flight at {at} "
+            f"(concurrency {chaos.QUEUE_CONCURRENCY}): {now}"
+        )
     firsts = [
         next(e for e in events.get(w, []) if e.kind == "acquire")
         for w in wanted
@@ -202,6 +222,52 @@ def check_queue(
                 f"{window_ms - RATE_SLACK_MS} ms from {at} (rate {limit}/{window_ms} ms): "
                 f"{inside_window}"
             )
+
+
+def journal_spans(
+    run_ids: dict[Any, str], windows: dict[str, list[tuple[int, int]]]
+) -> tuple[dict[tuple[str, int], list[int]], int]:
+    """(workflow id, epoch) -> [first, last] ``at_ms`` of the journal entries of
+    ``run_ids`` (run pk -> workflow id) written under that claim generation;
+    and how many generations were left out because an engine stamped one of
+    their entries while its clock was stepped (no evidence either way)."""
+    spans: dict[tuple[str, int], list[int]] = {}
+    skewed: set[tuple[str, int]] = set()
+    for run_id, epoch, at, engine_id in JournalEntry.objects.filter(
+        run_id__in=list(run_ids)
+    ).values_list("run_id", "epoch", "at_ms", "engine_id"):
+        key = (run_ids[run_id], epoch)
+        if _stepped(windows, engine_id, at):
+            skewed.add(key)
+        span = spans.setdefault(key, [at, at])
+        span[0], span[1] = min(span[0], at), max(span[1], at)
+    for key in skewed:
+        del spans[key]
+    return spans, len(skewed)
+
+
+def concurrency_sweep(
+    spans: dict[tuple[str, int], list[int]], limit: int
+) -> tuple[int, list[tuple[int, list[str]]]]:
+    """The most workflows whose spans hold one instant, and each instant a span
+    starts at while more than ``limit`` do (with them, sorted). Ends sort
+    before starts at one instant: a slot freed then taken in one ms. A span
+    of one instant (a generation that journaled once) is no evidence."""
+    spans = {key: span for key, span in spans.items() if span[0] < span[1]}
+    points = sorted(
+        [(start, 1, wid) for (wid, _), (start, _) in spans.items()]
+        + [(end, 0, wid) for (wid, _), (_, end) in spans.items()]
+    )
+    inside: Counter[str] = Counter()
+    peak = 0
+    exceeded: list[tuple[int, list[str]]] = []
+    for at, starts, workflow_id in points:
+        inside[workflow_id] += 1 if starts else -1
+        now = sorted(w for w, n in inside.items() if n > 0)
+        peak = max(peak, len(now))
+        if starts and len(now) > limit:
+            exceeded.append((at, now))
+    return peak, exceeded
 
 
 def check_activity_queue(result: Audit, runs: list[WorkflowRun]) -> None:
@@ -315,11 +381,12 @@ def count_deadlocks(result: Audit, logs: Path | None) -> None:
 
 
 def detached_children(keys: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
-    """The detached child each talk and cancel starts, as ``(name, key)``."""
+    """The detached child each talk, cancel and kids starts, as ``(name, key)``."""
+    children = {"chaos-talk": "chaos-leaf", "chaos-cancel": "chaos-leaf", "chaos-kids": "chaos-kid"}
     return {
-        chaos.detached_id(workflow_id): ("chaos-leaf", key)
+        chaos.detached_id(workflow_id): (children[name], key)
         for workflow_id, (name, key) in keys.items()
-        if name in ("chaos-talk", "chaos-cancel")
+        if name in children
     }
 
 
@@ -342,7 +409,10 @@ __all__ = [
     "check_queue",
     "check_schedule",
     "check_updates",
+    "concurrency_sweep",
     "count_deadlocks",
     "detached_children",
     "group_runs",
+    "journal_spans",
+    "stepped_windows",
 ]

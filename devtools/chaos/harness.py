@@ -47,7 +47,9 @@ from urllib.parse import quote
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 import devtools.chaos.workflows as chaos_workflows
-from devtools.chaos.check import Actions, Audit, ScheduleWindow, audit
+from devtools.chaos.check import MINE, Actions, Audit, ScheduleWindow, audit
+from devtools.chaos.flow_driver import FlowDriver
+from devtools.chaos.flows import POISON_LOG, POISON_LOG_ENV
 from devtools.chaos.injector import (
     HOLDABLE,
     FaultKind,
@@ -59,7 +61,8 @@ from devtools.chaos.injector import (
 from devtools.chaos.proxy import ProxyHub
 from devtools.chaos.services import PrivatePostgres, PrivateRabbit, PrivateRedis
 from devtools.chaos.stepclock import CLOCK_FILE_ENV, write_offset
-from devtools.procs import ChildGroup, wait_for
+from devtools.chaos.supervisor import Supervisor
+from devtools.procs import ChildExited, ChildGroup, wait_for
 from project.demo.models import StockMove
 from tests.celery.conftest import CeleryWorker
 from tests.engines.harness import CHILD_RENEW_INTERVAL_MS, CHILD_TTL_MS, GRACE_MS, Worker
@@ -78,7 +81,7 @@ from weft_django.models.schedules import Schedule
 logger = logging.getLogger("devtools.chaos")
 
 #: ``stepclock`` first: it gives the engines built afterwards the steppable clock.
-IMPORTS = ("devtools.chaos.stepclock", "devtools.chaos.workflows")
+IMPORTS = ("devtools.chaos.stepclock", "devtools.chaos.workflows", "devtools.chaos.flows")
 BOOT_TIMEOUT_S = 90.0  # hang protection only
 #: One maintenance scan: a Celery node scans every renew interval (a
 #: standalone engine every POLL_INTERVAL, 0.2 s).
@@ -110,6 +113,9 @@ class ChaosConfig:
     database_service: PrivatePostgres | None = None
     #: The soak's own broker (``broker_outage`` needs it; None: an external one).
     broker_service: PrivateRedis | PrivateRabbit | None = None
+    #: Poison runs of each kind (``flows``: an activity and a body that exit
+    #: their engine's process); each costs a few engine deaths.
+    poison: int = 1
 
     def fault_kinds(self) -> tuple[FaultKind, ...]:
         return available_kinds(
@@ -130,6 +136,8 @@ class Slot:
     engine_ids: list[str] = field(default_factory=list)
     dead_engine_ids: list[str] = field(default_factory=list)
     process: Worker | CeleryWorker | None = None
+    #: Held while the slot's engine is killed and rebooted (injector or supervisor).
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def engine_id(self) -> str:
@@ -159,20 +167,27 @@ class Slot:
             )
 
     def wait_ready(self) -> None:
-        if isinstance(self.process, CeleryWorker):
-            record = self.process.wait_ready()
-            self.engine_ids.append(record.engine_id)
-            return
-        worker = self.process
-        assert isinstance(worker, Worker)
-        wait_for(
-            f"{worker.engine_id} to boot",
-            lambda: EngineRecord.objects.filter(pk=worker.engine_id).exists(),
-            worker,
-            timeout=BOOT_TIMEOUT_S,
-            interval=0.05,
-            log_tail=5000,
-        )
+        """Wait for the fresh engine to boot; one that died meanwhile (a poison
+        run it took over) is left to the ``Supervisor``, which boots another."""
+        try:
+            if isinstance(self.process, CeleryWorker):
+                record = self.process.wait_ready()
+                self.engine_ids.append(record.engine_id)
+                return
+            worker = self.process
+            assert isinstance(worker, Worker)
+            wait_for(
+                f"{worker.engine_id} to boot",
+                lambda: EngineRecord.objects.filter(pk=worker.engine_id).exists(),
+                worker,
+                timeout=BOOT_TIMEOUT_S,
+                interval=0.05,
+                log_tail=5000,
+            )
+        except ChildExited:
+            logger.warning(
+                "engine of %s died while booting; the supervisor restarts it", self.label
+            )
 
     def node_name(self) -> str:
         return self.process.node if isinstance(self.process, CeleryWorker) else ""
@@ -222,6 +237,7 @@ class Cluster:
             chaos_workflows.ENGINE_ENV: label,
             CLOCK_FILE_ENV: str(self.clock_file(label)),
             "WEFT_QUEUES": json.dumps(chaos_workflows.QUEUES),
+            POISON_LOG_ENV: str(self.config.logs / POISON_LOG),
         }
 
     def clock_file(self, label: str) -> Path:
@@ -384,19 +400,21 @@ class Cluster:
         )
         sent = 0
         if slot.kind == "celery":
-            from weft_django.transports import celery_node
+            from weft_django.transports.celery.messages import DriveMessage, send_drive
 
             for run_id, workflow_id in runs:
                 epoch = epochs.get(workflow_id, 0)
                 for wake_epoch in (epoch, epoch, epoch - 1):
-                    sent += celery_node.send_drive(
+                    message = DriveMessage(
                         slot.node_name(),
                         str(run_id),
                         "drive",
                         slot.engine_id,
                         wake_epoch,
                         via="chaos",
+                        workflow_id=workflow_id,
                     )
+                    sent += send_drive(message)
             return sent
         with connection.cursor() as cursor:
             for workflow_id in [wid for _, wid in runs] or ["chaos-dup"]:
@@ -437,12 +455,13 @@ class Driver:
             at = min(times[i] for i in burst)
             times.update(dict.fromkeys(burst, at))
         self.plan = sorted((at, i) for i, at in times.items())
+        self.actions = Actions()
+        self.flow = FlowDriver(config.seed, config.workflows, config.poison, window, self.actions)
         self.keys: dict[str, tuple[str, str]] = {}  # workflow id -> (name, key)
         #: (at, workflow id, kind, name, payload): kind "signal" or "update"
         self.later: list[tuple[float, str, str, str, Any]] = []
         self.tokens_done: set[str] = set()
         self.to_cancel: list[str] = []
-        self.actions = Actions()
         self._sent: set[str] = set()
         self._settings: Any = None
         self.began = 0.0
@@ -486,7 +505,13 @@ class Driver:
             self._settings = None
 
     def started_all(self) -> bool:
-        return not self.plan and not self.to_cancel and not self.later and self._schedule_done()
+        return (
+            not self.plan
+            and not self.to_cancel
+            and not self.later
+            and self.flow.done()
+            and self._schedule_done()
+        )
 
     def _schedule_done(self) -> bool:
         window = self.actions.schedule
@@ -504,7 +529,8 @@ class Driver:
         while self.plan and self.plan[0][0] <= now:
             _, i = self.plan.pop(0)
             self._start(i, now)
-        if not self.plan:
+        self.flow.pump(now)
+        if not self.plan and self.flow.settled(self.config.logs / POISON_LOG):
             self._stop_schedule()
         due = [item for item in self.later if item[0] <= now]
         self.later = [item for item in self.later if item[0] > now]
@@ -600,9 +626,13 @@ class Driver:
             self.tokens_done.add(token)
 
     def live(self) -> int:
-        return WorkflowRun.objects.filter(
-            workflow_id__startswith="chaos-", status__in=LIVE_STATUSES
-        ).count()
+        """Runs still to finish: a ``suspended`` one waits for an operator (the
+        poison body's, by design; any other is the audit's to report)."""
+        return (
+            WorkflowRun.objects.filter(MINE, status__in=LIVE_STATUSES)
+            .exclude(status="suspended")
+            .count()
+        )
 
     def still_live(self, most: int = 10) -> str:
         """The live runs and their claims, for a drain that timed out."""
@@ -675,6 +705,7 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
 
     say = progress or (lambda line: None)
     config.logs.mkdir(parents=True, exist_ok=True)
+    (config.logs / POISON_LOG).unlink(missing_ok=True)  # one run's deaths only
     clean_broker(config.broker)
     app = Celery("weft-chaos", broker=config.broker)
     app.conf.broker_connection_retry_on_startup = True
@@ -690,8 +721,10 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
     seen = [0]  # the database generation of this thread's connection
     began = time.monotonic()
     driver = Driver(config)
+    supervisor = Supervisor(cluster)
     try:
         cluster.start()
+        supervisor.start()
         say(f"booted {', '.join(s.engine_id for s in cluster.slots.values())}")
         with cluster.harness_db(seen):
             deadlocks_before = retrying(database_deadlocks)
@@ -702,6 +735,8 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
         while True:
             if injector.error is not None:
                 raise RuntimeError("the fault injector failed") from injector.error
+            if supervisor.error is not None:
+                raise RuntimeError("the supervisor failed") from supervisor.error
             with cluster.harness_db(seen):
                 live = retrying(driver.live)
                 if driver.started_all() and injector.done() and live == 0:
@@ -724,9 +759,13 @@ def run_chaos(config: ChaosConfig, progress: Callable[[str], None] | None = None
         # Let the last releases land before judging claims.
         time.sleep(0.5)
         duration = time.monotonic() - began
+        supervisor.stop()  # a restart under way finishes first
+        driver.actions.crashes = list(supervisor.records)
+        driver.actions.engines_down = supervisor.down()
     finally:
         driver.close()
         injector.join(timeout=60)
+        supervisor.stop()
         cluster.stop()
         uninstall()
         with contextlib.suppress(Exception):

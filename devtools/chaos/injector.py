@@ -35,6 +35,12 @@ operator, a kernel or a network can do to a running engine:
   says what it held (``held none`` when the wait ran out). Restarted as
   ``kill`` is.
 
+Not planned here: ``crash``, an engine that died by itself (a poison run of
+``devtools.chaos.flows`` exits its process). The harness restarts it
+(``harness.Supervisor``) and records it like a ``kill``; the audit treats
+it as one. A slot's ``lock`` is held while its engine is killed and
+rebooted, by the injector or the supervisor, so only one of them does it.
+
 The schedule is a pure function of the seed: the same seed, engines and
 count give the same kinds, targets and pauses. Faults run one after another
 (at most one engine is disturbed at a time, apart from a restarted engine
@@ -75,6 +81,7 @@ FaultKind = Literal[
     "broker_outage",
     "clock_step",
     "kill_holding",
+    "crash",
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = (
     "kill",
@@ -89,15 +96,17 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
     "kill_holding",
 )
 #: Faults that take an engine's claims away from it (a takeover must follow).
-DISABLING: frozenset[str] = frozenset({"kill", "stop", "partition", "kill_holding"})
+DISABLING: frozenset[str] = frozenset({"kill", "stop", "partition", "kill_holding", "crash"})
 #: Faults that SIGKILL the engine (its claims may be taken over before expiry).
-KILLING: frozenset[str] = frozenset({"kill", "kill_holding"})
+KILLING: frozenset[str] = frozenset({"kill", "kill_holding", "crash"})
 #: Faults that end an engine's database sessions (its presence lock with them).
-SESSION_ENDING: frozenset[str] = frozenset({"kill", "kill_holding", "terminate", "pg_restart"})
+SESSION_ENDING: frozenset[str] = frozenset(
+    {"kill", "kill_holding", "terminate", "pg_restart", "crash"}
+)
 #: Faults that may interrupt a turn between an activity and its journal entry
 #: (a backward clock step may let the others take a live engine's claims).
 DISRUPTIVE: frozenset[str] = frozenset(
-    {"kill", "stop", "partition", "terminate", "pg_restart", "clock_step", "kill_holding"}
+    {"kill", "stop", "partition", "terminate", "pg_restart", "clock_step", "kill_holding", "crash"}
 )
 #: The target of a fault that hits every engine at once (``pg_restart``).
 EVERY_ENGINE = "*"
@@ -231,6 +240,10 @@ class Injector:
         return self.cluster.disabled_ms / 1000 + self.rng.uniform(0.5, 1.5)
 
     def _kill(self, slot: Slot) -> FaultRecord:
+        with slot.lock:
+            return self._kill_locked(slot)
+
+    def _kill_locked(self, slot: Slot) -> FaultRecord:
         engine_id = slot.engine_id
         start = wall_ms()
         slot.group().signal_group(signal.SIGKILL)
@@ -404,6 +417,10 @@ class Injector:
                         break
             if not what:
                 time.sleep(0.01)
+        with slot.lock:
+            return self._kill_held(slot, what, waited)
+
+    def _kill_held(self, slot: Slot, what: str, waited: float) -> FaultRecord:
         engine_id = slot.engine_id
         start = wall_ms()
         slot.group().signal_group(signal.SIGKILL)

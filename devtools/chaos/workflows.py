@@ -62,7 +62,8 @@ TOKEN_KIND = "chaos-token"
 ATOMIC_KIND = "chaos-atomic"
 CLEANUP_KIND = "chaos-cleanup"
 
-#: The workflows the harness starts, in turn (workflow ``i`` runs ``STARTED[i % 6]``).
+#: The workflows the harness starts, in turn (workflow ``i`` runs ``STARTED[i % 7]``);
+#: ``chaos-kids`` is in ``devtools.chaos.flows`` with the other flow-control workloads.
 STARTED = (
     "chaos-tour",
     "chaos-chain",
@@ -70,6 +71,7 @@ STARTED = (
     "chaos-talk",
     "chaos-queued",
     "chaos-cancel",
+    "chaos-kids",
 )
 #: The declared queue of ``chaos-queued`` and its limits (the audit reads these).
 QUEUE = "chaos-q"
@@ -78,9 +80,18 @@ QUEUE_RATE = (3, 2_000)  # at most 3 admissions in any 2 s
 #: The queue every attempt of ``chaos_limited`` holds a slot of (the talk's ``ctx.map``).
 ACTIVITY_QUEUE = "chaos-aq"
 ACTIVITY_QUEUE_CONCURRENCY = 2
+#: The queue of children (``ctx.start_child(queue=...)``, attached and detached)
+#: and of the schedule's runs (``chaos-ticked`` declares it): a concurrency only.
+CHILD_QUEUE = "chaos-cq"
+CHILD_QUEUE_CONCURRENCY = 2
+#: A ``fair`` queue admitting one run at a time (``devtools.chaos.flows``).
+FAIR_QUEUE = "chaos-fq"
+FAIR_QUEUE_CONCURRENCY = 1
 QUEUES = {
     QUEUE: {"concurrency": QUEUE_CONCURRENCY, "rate": f"{QUEUE_RATE[0]}/2s"},
     ACTIVITY_QUEUE: {"concurrency": ACTIVITY_QUEUE_CONCURRENCY},
+    CHILD_QUEUE: {"concurrency": CHILD_QUEUE_CONCURRENCY},
+    FAIR_QUEUE: {"concurrency": FAIR_QUEUE_CONCURRENCY, "fair": True},
 }
 #: The schedule the harness creates for the soak's duration, and its period.
 SCHEDULE_ID = "chaos-tick"
@@ -90,6 +101,8 @@ UPDATES = 3
 #: Numbered entries each ``chaos-talk`` writes to its stream ``nums``.
 STREAM_ENTRIES = 3
 STREAM = "nums"
+#: Attached children of each ``chaos-kids`` (all on ``CHILD_QUEUE``, and one detached).
+KIDS = 3
 #: Branches of the talk's ``ctx.map`` and how many it runs at once (more than
 #: ``ACTIVITY_QUEUE`` allows across every engine: the queue is what binds).
 MAP_ITEMS = 4
@@ -313,9 +326,13 @@ def chaos_cancel(ctx: Any, data: dict[str, Any]) -> Any:
     return "not cancelled"
 
 
-@workflow(name="chaos-ticked")
+@workflow(name="chaos-ticked", queue=CHILD_QUEUE)
 def chaos_ticked(ctx: Any, data: Any) -> Any:
-    """One run per tick of the schedule ``SCHEDULE_ID``; its step is keyed by its id."""
+    """One run per tick of the schedule ``SCHEDULE_ID`` (and per trigger), each
+    through ``CHILD_QUEUE``; its steps are keyed by its id, a sleep between them
+    so its journal spans the slot it holds."""
+    yield ctx.run(chaos_step, f"{ctx.workflow_id}:tick0", 0.2)
+    yield ctx.sleep(0.1)
     return (yield ctx.run(chaos_step, f"{ctx.workflow_id}:tick"))
 
 
@@ -353,6 +370,10 @@ def expected_result(name: str, key: str) -> Any:
         return f"{key}:leafdet"
     if name == "chaos-queued":
         return [f"{key}:q0", f"{key}:q1"]
+    if name == "chaos-kids":
+        return {"kids": [f"{key}:k{n}" for n in range(KIDS)], "detached": True}
+    if name == "chaos-kid":  # the detached one, audited as a workflow of its own
+        return f"{key}:kdet"
     raise ValueError(name)
 
 

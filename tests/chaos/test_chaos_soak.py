@@ -22,7 +22,13 @@ a queue with a concurrency and a rate limit (never exceeded, from the
 journal), updates sent with ids, some twice (each applied once), a published
 event and stream (nothing lost or reordered), detached children, cancels with
 a grace (cleanup exactly once); and no deadlock, neither in the engine logs
-nor in PostgreSQL's own count (``pg_stat_database.deadlocks``). The figures
+nor in PostgreSQL's own count (``pg_stat_database.deadlocks``). And flow
+control and poison containment (``check_flow``): children and schedule runs
+through a queue (its concurrency never exceeded), a fair queue (no small key
+starved), debounce bursts (one run each, with the last input), and a poison
+activity and body that exit their engine (contained: ``ActivityError`` after
+the retries, ``CrashLoopError`` after the recovery bound; every dead engine
+restarted, none down at the end). The figures
 are printed (``-s``); no duration is asserted. ``processes`` tier (needs
 PostgreSQL's binaries and redis-server, as CI's machine has them).
 """
@@ -110,6 +116,14 @@ def test_chaos_soak_loses_nothing_and_never_writes_twice(tmp_path):
         "cleanup_twice",
         "cleanup_missing",
     ):
+        assert audit[name] == [], (name, audit[name])
+    # Flow control and poison containment (``check_flow``) happened ...
+    assert audit["child_queue_runs"] > 0 and audit["schedule_triggers"] > 0
+    assert audit["fair_admissions"] > 0 and audit["fair_queue_runs"] > 0
+    assert audit["debounce_bursts"] > 0 and audit["debounce_calls"] > audit["debounce_bursts"]
+    assert audit["poison_runs"] == 2 and audit["engine_crashes"] > 0
+    # ... and kept their promises.
+    for name in ("fair_starved", "debounce_violations", "poison_uncontained", "engines_down"):
         assert audit[name] == [], (name, audit[name])
     assert audit["deadlocks"] == 0, audit["deadlock_lines"][:5]
     assert audit["pg_deadlocks"] == 0

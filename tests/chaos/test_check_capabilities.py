@@ -69,6 +69,32 @@ def test_a_tail_cut_short_by_a_database_outage_is_not_missed() -> None:
     assert "the tail never fired" in audit.schedule_ticks_missed[0]
 
 
+def test_a_tail_cut_short_by_the_drivers_holder_dying_is_not_missed() -> None:
+    """Engines that held the driver's claim died one after another (a poison
+    run): each costs a takeover and a retried step; a death of an engine that
+    did not hold the driver costs nothing."""
+    from devtools.chaos.injector import FaultRecord
+
+    end = 12_000 + capabilities.SCHEDULE_TAIL_SLACK_MS + 20_000
+    window = ScheduleWindow("chaos-tick", 1000, since_ms=10_500, deleted_ms=end)
+    runs = [_tick(11_000), _tick(12_000)]
+
+    def crash(at: int, held: dict[str, int]) -> FaultRecord:
+        return FaultRecord("crash", "chaos-e1", "chaos-e1.4", at, at + 500, held=held)
+
+    driver = {"weft.schedule:chaos-tick": 3, "chaos-0001": 2}
+    audit = Audit()
+    capabilities.check_schedule(audit, window, runs, [crash(13_000, driver), crash(20_000, driver)])
+    assert audit.schedule_ticks_missed == []
+    audit = Audit()
+    others = {"chaos-0001": 2}
+    capabilities.check_schedule(audit, window, runs, [crash(13_000, others), crash(20_000, others)])
+    assert "the tail never fired" in audit.schedule_ticks_missed[0]
+    audit = Audit()  # one disruption: 15 s more, not enough for a 30 s silent tail
+    capabilities.check_schedule(audit, window, runs, [crash(13_000, driver)])
+    assert "the tail never fired" in audit.schedule_ticks_missed[0]
+
+
 def test_deadlocks_are_counted_once_per_traceback(tmp_path: Path) -> None:
     (tmp_path / "chaos-e1.1.log").write_text(
         "Traceback (most recent call last):\n"

@@ -285,6 +285,12 @@ class ClaimRegistry:
         with self._lock:
             self._taken_from[workflow_id] = previous or ""
 
+    def note_turn_died(self, workflow_id: str, lost: str) -> None:
+        """A turn of ``workflow_id`` under this engine's own claim died with its
+        process (a Celery pool process): the next turn counts it as a turn
+        that died with its engine, like one a takeover finds (``lost``: who)."""
+        self._note_taken_from(workflow_id, lost)
+
     def pop_taken_from(self, workflow_id: str) -> str | None:
         """The engine this engine took ``workflow_id``'s claim over from, once
         (``None``: acquired, not taken over, or already asked)."""

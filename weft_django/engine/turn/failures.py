@@ -25,7 +25,9 @@ scheduler's turn threads and the Celery pool's task body call it):
 
 A turn can also end without raising: its engine dies (an activity or the
 body kills the process). ``note_recovery`` is the answer to that, run by the
-first turn under a claim taken over from another engine: when the run is
+first turn under a claim taken over from another engine (on a Celery node,
+also the first turn after a pool process died mid-turn under the node's own
+claim: ``transports.celery.turn_marks``): when the run is
 still ``running`` (the dead engine's turn never parked it), the turn died
 with its engine. It is counted in ``WorkflowRun.recoveries`` (with the
 engines lost and the journal position) by a fenced write before the body

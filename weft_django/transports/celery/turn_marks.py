@@ -5,7 +5,10 @@ with a compare-and-set on the WHOLE mark and clears it at the end; a live
 mark of another process means "busy" (the message comes back shortly).
 There is no live turn under a mark that is empty, the main process's
 pickup hand-off, or older than the current claim (another engine's); a
-mark whose process is gone is free too. The node's main process re-drives
+mark whose process is gone is free too -- and, written under the current
+claim, it is a turn that died with its pool process: the next turn counts
+it toward ``MAX_RECOVERY_ATTEMPTS`` (``ClaimRegistry.note_turn_died``),
+as a takeover's first turn counts its dead engine's. The node's main process re-drives
 its ``running`` runs whose mark has had no live turn for one renew
 interval, or whose turn process died (a pool child killed mid-turn).
 
@@ -136,17 +139,21 @@ def take_turn(
         row = (
             WorkflowRun.objects.using(db)
             .filter(pk=run_id)
-            .values_list("status", "turn_pid", "turn_started_at")
+            .values_list("status", "turn_pid", "turn_started_at", "workflow_id")
             .first()
         )
         if row is None or row[0] not in DRIVABLE_STATUSES:
             return "gone"
-        _, pid, started = row
-        free = (
-            pid == os.getpid()
-            or no_live_turn_under(pid, started, claimed_at, ident)
-            or (pid is not None and not pid_alive(pid))
+        _, pid, started, workflow_id = row
+        # A mark of a turn under this claim whose process is gone: that turn
+        # died with its pool process (``os._exit``, the OOM killer).
+        died = (
+            pid is not None
+            and pid != os.getpid()
+            and not no_live_turn_under(pid, started, claimed_at, ident)
+            and not pid_alive(pid)
         )
+        free = pid == os.getpid() or no_live_turn_under(pid, started, claimed_at, ident) or died
         if not free:
             return "busy"
         cas = WorkflowRun.objects.using(db).filter(pk=run_id, status__in=DRIVABLE_STATUSES)
@@ -161,6 +168,11 @@ def take_turn(
         )
         if not cas.update(turn_pid=os.getpid(), turn_started_at=engine.now_ms()):
             return "busy"
+        if died and engine.registry is not None:
+            # Counted by the turn (``engine.turn.failures.note_recovery``), so a
+            # body that kills its pool process ends ``CrashLoopError`` as it
+            # does on standalone engines, instead of killing pool processes forever.
+            engine.registry.note_turn_died(workflow_id, f"{engine.engine_id} pid {pid}")
         taken = True
         return "ok"
     finally:
