@@ -97,3 +97,42 @@ def test_runs_routed_to_a_full_engine_are_picked_up_by_the_others_fallback(
     assert client.start("fallback-echo", 1, workflow_id=to_b).result(timeout=30) == 1
     assert WorkflowRun.objects.get(workflow_id=to_b).status == "completed"
     assert not route_b.armed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fallback_whose_runs_were_taken_runs_no_pickup_and_keeps_the_engine_a_peer(
+    engines: tuple[Engine, Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = engines
+    route_a, route_b = _routes(a), _routes(b)
+    wait_for(
+        "both engines to know both peers",
+        lambda: route_a.peers == route_b.peers and len(route_a.peers) == 2,
+    )
+    peers = route_a.peers
+    asked: list[list[str]] = []
+    real_gate = route_b.gate
+    assert real_gate is not None
+    monkeypatch.setattr(route_b, "gate", lambda ids: asked.append(ids) or real_gate(ids))
+    pickups: list[int] = []
+    real_pickup = route_b.on_pickup
+    monkeypatch.setattr(route_b, "on_pickup", lambda: pickups.append(1) or real_pickup())
+    # B's clock stands still until every run is done: its fallback cannot fall due before.
+    now = [route_b.clock()]
+    monkeypatch.setattr(route_b, "clock", lambda: now[0])
+    to_a = [w for w in (f"fg-{i}" for i in range(200)) if chosen(w, peers) == route_a.me][:3]
+    for w in to_a:
+        assert client.start("fallback-echo", w, workflow_id=w).result(timeout=30) == w
+    wait_for("B to arm its fallback", lambda: route_b.armed)
+    now[0] += 1.0
+    wait_for("B's fallback to fall due and ask its gate", lambda: asked and not route_b.armed)
+    # A took them all: B's gate saw none pending, and B ran no pickup for them.
+    assert sorted({w for ids in asked for w in ids}) == sorted(to_a)
+    assert pickups == []
+    assert set(
+        ClaimEvent.objects.filter(workflow_id__in=to_a, kind="acquire").values_list(
+            "engine_id", flat=True
+        )
+    ) == {"fb-a"}
+    # The gate's read carries the routing mark: B's session is still among the peers.
+    assert _route_pids() == list(peers)

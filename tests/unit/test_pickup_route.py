@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from weft_django.transports.notify.pickup_route import PickupRoute, chosen
+from weft_django.transports.notify.pickup_route import GATE_IDS, PickupRoute, chosen
 
 
 class Clock:
@@ -117,3 +117,55 @@ def test_the_listener_waits_no_longer_than_the_fallback_or_the_refresh():
     assert route.timeout(5.0) == 0.0 and route.fire_due()
     clock.now += 1.0
     assert route.refresh_due() and route.timeout(5.0) == 0.0
+
+
+def test_a_fallback_whose_runs_were_all_taken_does_not_pick_up():
+    clock = Clock()
+    asked: list[list[str]] = []
+    pending: set[str] = set()
+
+    def gate(ids: list[str]) -> bool:
+        asked.append(ids)
+        return bool(pending & set(ids))
+
+    fired: list[int] = []
+    route = PickupRoute(lambda: fired.append(1), delay_s=0.1, clock=clock, gate=gate)
+    route.refresh(Conn(1, [1, 2]), None)
+    others = [w for w in (f"wf-{i}" for i in range(100)) if chosen(w, (1, 2)) == 2][:3]
+    for w in others:
+        route.wake(w)
+    clock.now += 0.1
+    # The chosen engine took them all: the gate is asked about exactly them, no pickup.
+    assert not route.fire_due() and fired == [] and asked == [sorted(others)]
+    assert not route.armed
+    # One of them still pending (the chosen engine is full): the fallback picks up.
+    route.wake(others[0])
+    pending.add(others[0])
+    clock.now += 0.1
+    assert route.fire_due() and fired == [1] and asked[-1] == [others[0]]
+
+
+def test_a_failed_gate_or_too_many_ids_picks_up_unasked():
+    clock = Clock()
+    asked: list[int] = []
+
+    def broken(ids: list[str]) -> bool:
+        asked.append(len(ids))
+        raise RuntimeError("connection lost")
+
+    fired: list[int] = []
+    route = PickupRoute(lambda: fired.append(1), delay_s=0.1, clock=clock, gate=broken)
+    route.refresh(Conn(1, [1, 2]), None)
+    others = [w for w in (f"wf-{i}" for i in range(5000)) if chosen(w, (1, 2)) == 2]
+    route.wake(others[0])
+    clock.now += 0.1
+    assert route.fire_due() and fired == [1] and asked == [1]  # the gate failed: picked up
+    assert len(others) > GATE_IDS
+    for w in others:
+        route.wake(w)
+    clock.now += 0.1
+    assert route.fire_due() and fired == [1, 1] and asked == [1]  # too many: not asked
+    # The next fallback asks again.
+    route.wake(others[0])
+    clock.now += 0.1
+    assert route.fire_due() and asked == [1, 1]

@@ -41,6 +41,18 @@ def _due_params(now_ms: int, excluded_queues: Sequence[str]) -> list[Any]:
     return [now_ms, *([list(excluded_queues)] if excluded_queues else [])]
 
 
+def any_pending_statement(using: str, mark: str) -> str:
+    """Is any of the workflows ``%s`` (a list) still pending? The pickup
+    routing's fallback gate (``transports.notify.pickup_route``): one indexed
+    read on the listener's own connection, no transaction, no lock. It
+    carries ``mark`` as a comment: the session's last statement is how the
+    other engines see it among the peers."""
+    return (
+        f"SELECT /* {mark} */ EXISTS (SELECT 1 FROM {table(WorkflowRun, using)} "
+        "WHERE workflow_id = ANY(%s) AND status = 'pending')"
+    )
+
+
 class PickupStatements:
     """Mixin of ``PostgreSQLOps``: the statements, built once per shape."""
 
@@ -112,4 +124,4 @@ class PickupStatements:
         return list(WorkflowRun.objects.using(using).raw(sql, [*params, limit]))
 
 
-__all__ = ["CLAIM_COLUMNS", "PickupStatements"]
+__all__ = ["CLAIM_COLUMNS", "PickupStatements", "any_pending_statement"]

@@ -84,7 +84,7 @@ def _admit_queue(engine: TurnHost, spec: QueueSpec, limit: int, db: str) -> list
         candidates = candidates.order_by("-priority", "created_at")
         extra = 50 if spec.per_key_concurrency is not None or spec.per_key_rate else 0
         fair = (
-            fair_ids(spec, candidates, db, room + min(extra, 10), per_key, key_recent)
+            fair_ids(spec, candidates, db, now, room + min(extra, 10), per_key, key_recent)
             if spec.fair
             else None
         )

@@ -12,6 +12,7 @@ The evidence of "admitted when" is the queue's own slot rows (their
 ``fairness_key`` and ``admitted_at``, written by the fenced admission batch
 and read under the queue lock like every count); a key whose rows were swept
 (``ownership.slots.forget_old``) was admitted long ago and so comes first.
+The waiting groups and that history are ONE statement (``db.fair``).
 This module only orders: the admission (``engine.maintenance.admission``)
 locks, re-checks every limit and commits as for a FIFO queue.
 """
@@ -23,12 +24,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, F, Max, Min, Q, Window
+from django.db.models import F, Q, Window
 from django.db.models.functions import RowNumber
 
+from weft_django.db.fair import fair_rows
 from weft_django.engine.queues.flow import key_has_room
 from weft_django.kernel.queue_spec import QueueSpec
-from weft_django.models import QueueSlot
 
 
 @dataclass
@@ -40,28 +41,6 @@ class _Key:
     groups: list[list[Any]] = field(default_factory=list)
 
 
-def _history(spec: QueueSpec, db: str, weights: dict[Any, int]) -> dict[Any, list[int]]:
-    """fairness key → its most recent admission instants (at most its weight
-    of them: a turn reads no further back), latest first."""
-    keys = set(weights)
-    match = Q(fairness_key__in=[k for k in keys if k is not None])
-    if None in keys:
-        match |= Q(fairness_key__isnull=True)
-    rank = Window(RowNumber(), partition_by=[F("fairness_key")], order_by=F("admitted_at").desc())
-    rows = (
-        QueueSlot.objects.using(db)
-        .filter(match, queue=spec.name, position__isnull=True, counts_for_rate=True)
-        .annotate(rank=rank)
-        .filter(rank__lte=max(weights.values()))
-        .order_by("-admitted_at")
-        .values_list("fairness_key", "admitted_at")
-    )
-    history: dict[Any, list[int]] = defaultdict(list)
-    for key, at in rows:
-        history[key].append(at)
-    return history
-
-
 def _turn(history: list[int], weight: int) -> int:
     """The instant of a key's turn: its ``weight``-th most recent admission, else -1."""
     return history[weight - 1] if len(history) >= weight else -1
@@ -71,27 +50,24 @@ def fair_ids(
     spec: QueueSpec,
     candidates: Any,
     db: str,
+    now_ms: int,
     want: int,
     per_key: dict[str, int],
     key_recent: dict[str, int] | None = None,
 ) -> list[str]:
-    """Up to ``want`` workflow ids of ``candidates`` (pending runs of ``spec``),
-    in the fair admission order (see the module doc)."""
-    rows = (
-        candidates.order_by()
-        .values("priority", "fairness_key", "concurrency_key")
-        .annotate(n=Count("workflow_id"), oldest=Min("created_at"), weight=Max("fairness_weight"))
-    )
+    """Up to ``want`` workflow ids of ``candidates`` (pending runs of ``spec``
+    due at ``now_ms``), in the fair admission order (see the module doc)."""
+    read = fair_rows(db, spec.name, now_ms, want)
     levels: dict[int, dict[Any, _Key]] = defaultdict(dict)
     weights: dict[Any, int] = {}
-    for row in rows:
-        key = levels[row["priority"]].setdefault(row["fairness_key"], _Key())
-        key.weight = max(key.weight, row["weight"] or 1)
-        weights[row["fairness_key"]] = max(weights.get(row["fairness_key"], 1), key.weight)
-        key.groups.append([row["concurrency_key"], row["n"], row["oldest"]])
+    for (priority, fkey, ckey), (n, oldest, weight) in read.groups.items():
+        key = levels[priority].setdefault(fkey, _Key())
+        key.weight = max(key.weight, weight or 1)
+        weights[fkey] = max(weights.get(fkey, 1), key.weight)
+        key.groups.append([ckey, n, oldest])
     if not levels:
         return []
-    history = _history(spec, db, weights)
+    history: dict[Any, list[int]] = defaultdict(list, read.history)
     turns = {k: _turn(history[k], w) for k, w in weights.items()}
     used = dict(per_key)
     rated = dict(key_recent or {})
@@ -133,10 +109,13 @@ def fair_ids(
         wanted[pick] += 1
     if not wanted:
         return []
-    ids = _oldest_of_groups(candidates, wanted)
+    ids = read.ids
+    short = {g: n for g, n in wanted.items() if n > len(ids.get(g, ()))}
+    if short:  # a group given more picks than the read's depth: its oldest, again
+        ids = {**ids, **_oldest_of_groups(candidates, short)}
     out = []
     for pick in picks:
-        if ids[pick]:
+        if ids.get(pick):
             out.append(ids[pick].pop(0))
     return out
 

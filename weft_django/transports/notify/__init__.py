@@ -17,8 +17,9 @@ write that can send it in its own statement (``client.start``) asks
 LISTENing connection must not be shared with queries or closed by request
 cycles) and calls back when anything arrives; a pickup wake runs the
 engine's pickup alone -- at once on the one engine it is routed to, after a
-short delay on the others (``transports.notify.pickup_route``) -- and any other
-payload its whole maintenance pass.
+short delay on the others and only if one of its runs is still pending then
+(``transports.notify.pickup_route``) -- and any other payload its whole
+maintenance pass.
 
 Callers of ``WorkflowHandle.result()`` share one ``LISTEN weft_done``
 connection per process and database (``_DoneHub``): a waiter registers its
@@ -38,6 +39,7 @@ from typing import Any, ClassVar
 from django.db import connections, transaction
 
 from weft_django.conf import get_settings
+from weft_django.db.postgresql.pickup import any_pending_statement
 from weft_django.engine.wakes import AsyncDoneWaiter, DoneWaiter, Listening, Wake, WakeBackend
 from weft_django.transports.notify.listener import Listener, listen_sql, supported
 from weft_django.transports.notify.pickup_route import ROUTE_MARK, PickupRoute
@@ -109,7 +111,9 @@ class NotifyBackend(WakeBackend):
         # under the global lease only its holder does, so a wake routed to a
         # standby would wait for the fallback.
         routes = on_pickup is not None and get_settings().ownership == "workflow-lease"
-        route = PickupRoute(on_pickup) if on_pickup is not None and routes else None
+        route = None
+        if on_pickup is not None and routes:
+            route = PickupRoute(on_pickup, gate=lambda ids: listener.any_pending(ids))
 
         def on_notify(channel: str, payload: str) -> None:
             if route is not None and payload.startswith(PICKUP_PREFIX):
@@ -136,8 +140,9 @@ class _WakeListener(Listener):
 
     With a ``route`` (the engine takes pickup wakes), its LISTEN carries
     ``ROUTE_MARK`` so the other engines count it among the live peers, and
-    between waits the thread fires the armed fallback pickup and
-    re-reads the peers (``transports.pickup_route``)."""
+    between waits the thread fires the armed fallback pickup (its gate, a
+    marked read of whether any of its runs is still pending, runs on this
+    connection) and re-reads the peers (``transports.pickup_route``)."""
 
     def __init__(
         self,
@@ -150,6 +155,8 @@ class _WakeListener(Listener):
         super().__init__(using, channels, on_notify)
         self.on_wake = on_wake
         self.route = route
+        self._between_conn: Any = None
+        self._gate_sql: str | None = None
         if route is not None:
             self.listen_mark = ROUTE_MARK
 
@@ -161,10 +168,24 @@ class _WakeListener(Listener):
     def wait_s(self) -> float:
         return self.tick if self.route is None else self.route.timeout(self.tick)
 
+    def any_pending(self, workflow_ids: list[str]) -> bool:
+        """The fallback's gate, on this thread's connection (``between``)."""
+        conn = self._between_conn
+        if conn is None:
+            return True
+        if self._gate_sql is None:
+            self._gate_sql = any_pending_statement(self.using, ROUTE_MARK)
+        row = conn.execute(self._gate_sql, [workflow_ids]).fetchone()
+        return bool(row is None or row[0])
+
     def between(self, conn: Any) -> None:
         if self.route is None:
             return
-        self.route.fire_due()
+        self._between_conn = conn
+        try:
+            self.route.fire_due()
+        finally:
+            self._between_conn = None
         if self.route.refresh_due():
             self.route.refresh(conn, listen_sql(WAKE_CHANNEL, ROUTE_MARK))
 

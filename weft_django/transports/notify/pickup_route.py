@@ -17,10 +17,21 @@ fallback pickup (``FALLBACK_PICKUP_S``); wakes arriving while one is armed
 fold into it, so a burst costs each of them one pickup pass per delay, and
 that pass takes a batch.
 
+The fallback is gated: while armed it collects the workflow ids of the
+wakes it stands behind (at most ``GATE_IDS``), and when it falls due it asks
+``gate`` -- one autocommit ``SELECT`` on the listener's own connection --
+whether any of them is still pending. Usually the chosen engine took them
+all within the delay, and the engine then spends no pickup transaction and
+does not wake its poll thread at all: a start costs an idle engine one
+NOTIFY read and, per delay, one indexed read.
+
 The invariant: a run is never left pending because of the routing. Routing
-only delays pickups, it never drops one: the fallback always fires on every
+only delays pickups, it never drops one: the fallback fires on every
 engine that was not chosen (the chosen one may be full, stopping, or gone
-since the last refresh), and whenever the peer set is unknown or stale in a
+since the last refresh) unless the gate saw every run it stands behind no
+longer pending (then nothing is left for it to pick up: a pickup only takes
+pending runs); a gate that fails, or too many ids to ask about, picks up
+as before. And whenever the peer set is unknown or stale in a
 way we can see (no refresh yet, this engine not in it, a wake without a
 workflow id) the wake picks up at once, as before routing. The pickup
 itself is unchanged: the fenced batch with ``SKIP LOCKED`` (``engine.pickup``).
@@ -44,6 +55,8 @@ ROUTE_MARK = "weft-pickup-route"
 FALLBACK_PICKUP_S = 0.1
 #: How often the listener re-reads the live engines' wake sessions (s).
 PEERS_REFRESH_S = 1.0
+#: The most workflow ids a fallback asks the gate about; more: it picks up unasked.
+GATE_IDS = 500
 
 # Carries the mark itself: a peer is seen while it runs this, too. A role
 # that may not read other roles' ``query`` sees only itself: no routing.
@@ -71,8 +84,11 @@ class PickupRoute:
         delay_s: float = FALLBACK_PICKUP_S,
         refresh_s: float = PEERS_REFRESH_S,
         clock: Callable[[], float] = time.monotonic,
+        gate: Callable[[list[str]], bool] | None = None,
     ) -> None:
         self.on_pickup = on_pickup
+        #: ``gate(workflow_ids)``: is any of them still pending? (``None``: no gate.)
+        self.gate = gate
         self.delay_s = delay_s
         self.refresh_s = refresh_s
         self.clock = clock
@@ -82,6 +98,8 @@ class PickupRoute:
         self.peers: tuple[int, ...] = ()
         self._refresh_due = 0.0
         self._fallback_due: float | None = None
+        #: The workflow ids the armed fallback stands behind; ``None``: too many to ask.
+        self._behind: set[str] | None = set()
         self._lock = threading.Lock()
 
     # -- peers -------------------------------------------------------------------
@@ -128,6 +146,10 @@ class PickupRoute:
         with self._lock:
             if self._fallback_due is None:
                 self._fallback_due = self.clock() + self.delay_s
+            if self._behind is not None:
+                self._behind.add(workflow_id)
+                if len(self._behind) > GATE_IDS:
+                    self._behind = None
 
     def timeout(self, most: float) -> float:
         """How long the listener may block before ``fire_due`` or a refresh."""
@@ -140,14 +162,26 @@ class PickupRoute:
         return wait
 
     def fire_due(self) -> bool:
-        """Run the armed fallback pickup once it is due; ``True`` when it fired."""
+        """Run the armed fallback pickup once it is due, unless the gate saw
+        none of its runs still pending; ``True`` when it fired."""
         with self._lock:
             due = self._fallback_due
             if due is None or self.clock() < due:
                 return False
             self._fallback_due = None
+            behind, self._behind = self._behind, set()
+        if behind and self.gate is not None and not self._still_pending(sorted(behind)):
+            return False
         self.on_pickup()
         return True
+
+    def _still_pending(self, workflow_ids: list[str]) -> bool:
+        assert self.gate is not None
+        try:
+            return self.gate(workflow_ids)
+        except Exception:  # unknown: pick up, as without the gate
+            logger.debug("the fallback gate failed; picking up", exc_info=True)
+            return True
 
     @property
     def armed(self) -> bool:
@@ -157,6 +191,7 @@ class PickupRoute:
 
 __all__ = [
     "FALLBACK_PICKUP_S",
+    "GATE_IDS",
     "PEERS_REFRESH_S",
     "ROUTE_MARK",
     "PickupRoute",
